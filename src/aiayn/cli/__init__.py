@@ -1,0 +1,57 @@
+"""The `aiayn` command line: a thin layer over typed functions.
+
+Each command family lives in its own module under aiayn.cli with a `register(subparsers)` function
+that adds its sub-commands; a sub-command sets `func(args) -> int | None` via set_defaults.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from aiayn.errors import UserError
+
+# Modules that register sub-commands, in the order they appear in `aiayn --help`.
+COMMAND_MODULES = [
+    "aiayn.cli.translation",  # demo, train, translate, eval, average, data
+    "aiayn.cli.lm",  # lm train, generate
+    "aiayn.cli.encoder",  # classify, import, embed
+    "aiayn.cli.vit",  # vit train / eval
+    "aiayn.cli.viz",  # viz attention / positions / masks / curves
+    "aiayn.cli.serve",  # serve
+]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="aiayn", description="The Transformer of 'Attention Is All You Need': train, translate, "
+        "generate, evaluate and look inside.")
+    from aiayn import __version__
+    parser.add_argument("--version", action="version", version=f"aiayn {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in COMMAND_MODULES:
+        importlib.import_module(name).register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    try:
+        return int(args.func(args) or 0)
+    except UserError as e:
+        print(f"aiayn: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("aiayn: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:  # `aiayn translate ... | head`
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,90 @@
+"""The encoder-decoder Transformer of "Attention Is All You Need" (§3, Figure 1)."""
+
+from __future__ import annotations
+
+from torch import Tensor, nn
+
+from aiayn.config import TransformerConfig
+from aiayn.masks import padding_mask
+from aiayn.nn import Decoder, Encoder, InputEmbedding, KVCache, TokenEmbedding, make_positions
+
+
+class Transformer(nn.Module):
+    """Encoder-decoder for sequence transduction.
+
+    encode(src) -> memory; decode(tgt, memory) -> logits; forward(src, tgt) -> logits.
+    Attention weights are returned on request (`return_attn=True`), never stored on the module.
+    """
+
+    def __init__(self, config: TransformerConfig):
+        super().__init__()
+        self.config = cfg = config
+        src_tokens = TokenEmbedding(cfg.vocab_size, cfg.d_model, cfg.pad_id, cfg.scale_embeddings)
+        # §3.4: one weight matrix for source and target embeddings when the vocabulary is joint.
+        tgt_tokens = src_tokens if cfg.share_embeddings else TokenEmbedding(
+            cfg.target_vocab_size, cfg.d_model, cfg.pad_id, cfg.scale_embeddings)
+        positions = make_positions(cfg.positions, cfg.max_len, cfg.d_model)
+        # Learned positions are separate tables for source and target; sinusoids are shared.
+        tgt_positions = make_positions(cfg.positions, cfg.max_len, cfg.d_model) \
+            if cfg.positions == "learned" else positions
+        self.src_embed = InputEmbedding(src_tokens, positions, cfg.dropout)
+        self.tgt_embed = InputEmbedding(tgt_tokens, tgt_positions, cfg.dropout)
+        self.encoder = Encoder(cfg, cfg.n_encoder_layers, cfg.final_norm)
+        self.decoder = Decoder(cfg, cfg.n_decoder_layers, cfg.final_norm)
+        self.output = nn.Linear(cfg.d_model, cfg.target_vocab_size, bias=False)
+        self._init_weights()
+        # §3.4: the pre-softmax linear transformation shares the target embedding matrix.
+        # (Departure: the paper shares all three only for its joint BPE vocabulary; with a
+        # separate target vocabulary we still tie target embedding <-> projection.)
+        self.output.weight = tgt_tokens.weight
+
+    def _init_weights(self) -> None:
+        # The paper does not say; Xavier-uniform for projections (tensor2tensor, torch.nn.Transformer).
+        for name, p in self.named_parameters():
+            if p.dim() > 1 and "embed" not in name:
+                nn.init.xavier_uniform_(p)
+            elif name.endswith(".bias"):
+                nn.init.zeros_(p)
+
+    def src_mask(self, src: Tensor) -> Tensor:
+        return padding_mask(src, self.config.pad_id)
+
+    def new_cache(self) -> KVCache:
+        return KVCache(self.config.n_decoder_layers, cross=True)
+
+    def encode(self, src: Tensor, src_mask: Tensor | None = None, return_attn: bool = False):
+        """src (B, S) token ids -> memory (B, S, D) [, per-layer weights (B, H, S, S)]."""
+        if src_mask is None:
+            src_mask = self.src_mask(src)
+        return self.encoder(self.src_embed(src), src_mask, return_attn=return_attn)
+
+    def decode(self, tgt: Tensor, memory: Tensor, src_mask: Tensor | None = None,
+               cache: KVCache | None = None, return_attn: bool = False):
+        """tgt (B, T) -> logits (B, T, V) [, {"self": [...], "cross": [...]}].
+
+        Decoder self-attention is causal. With a cache, `tgt` holds only the new positions (those
+        after `cache.length`); earlier keys/values come from the cache.
+        """
+        offset = cache.length if cache is not None else 0
+        x = self.tgt_embed(tgt, offset)
+        out = self.decoder(x, memory, None, src_mask, cache, return_attn)
+        if return_attn:
+            h, attn = out
+            return self.output(h), attn
+        return self.output(out)
+
+    def forward(self, src: Tensor, tgt: Tensor, return_attn: bool = False):
+        """src (B, S), tgt (B, T) (shifted right, starting with BOS) -> logits (B, T, V)."""
+        src_mask = self.src_mask(src)
+        if return_attn:
+            memory, enc_w = self.encode(src, src_mask, return_attn=True)
+            logits, dec_w = self.decode(tgt, memory, src_mask, return_attn=True)
+            return logits, {"encoder": enc_w, "decoder_self": dec_w["self"], "cross": dec_w["cross"]}
+        return self.decode(tgt, self.encode(src, src_mask), src_mask)
+
+    def num_parameters(self) -> int:
+        """Distinct parameters (tied matrices counted once)."""
+        return sum(p.numel() for p in self.parameters())
+
+
+__all__ = ["Transformer"]

@@ -1,0 +1,21 @@
+"""Building blocks of the Transformer (§3), shared by every model family in aiayn.models."""
+
+from aiayn.nn.attention import MultiHeadAttention, scaled_dot_product_attention
+from aiayn.nn.cache import AttentionCache, KVCache
+from aiayn.nn.feedforward import FeedForward
+from aiayn.nn.layers import Decoder, DecoderLayer, Encoder, EncoderLayer, Residual
+from aiayn.nn.positions import (
+    InputEmbedding,
+    LearnedPositions,
+    SinusoidalPositions,
+    TokenEmbedding,
+    make_positions,
+    sinusoidal_positions,
+)
+
+__all__ = [
+    "AttentionCache", "Decoder", "DecoderLayer", "Encoder", "EncoderLayer", "FeedForward",
+    "InputEmbedding", "KVCache", "LearnedPositions", "MultiHeadAttention", "Residual",
+    "SinusoidalPositions", "TokenEmbedding", "make_positions", "scaled_dot_product_attention",
+    "sinusoidal_positions",
+]

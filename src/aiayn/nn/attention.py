@@ -1,0 +1,134 @@
+"""Scaled dot-product attention (§3.2.1) and multi-head attention (§3.2.2).
+
+Shape legend:
+    B    batch            H   heads            Dh  head dim = d_model / H  (d_k = d_v, §3.2.2)
+    T_q  query positions  T_k key positions    D   d_model
+Masks are boolean, broadcastable to (B, H, T_q, T_k); True at (i, j) = query i may attend to key j.
+A query row with no allowed key yields zeros (never NaN) in every dtype.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from aiayn.masks import causal_mask
+from aiayn.nn.cache import AttentionCache
+
+
+def scaled_dot_product_attention(
+    q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None, dropout_p: float = 0.0
+) -> tuple[Tensor, Tensor]:
+    """The explicit reference path: softmax(Q K^T / sqrt(d_k)) V, returning (out, weights).
+
+    q (..., T_q, Dh), k (..., T_k, Dh), v (..., T_k, Dv) -> out (..., T_q, Dv), weights (..., T_q, T_k).
+    Scores and softmax are computed in fp32 whatever the input dtype, then cast back.
+    """
+    scores = torch.matmul(q.float(), k.float().transpose(-2, -1)) / math.sqrt(q.shape[-1])
+    if mask is not None:
+        # The dtype's lowest finite value, not -inf: a fully masked row stays finite (uniform), and
+        # multiplying by the mask below zeroes it. Masked keys get exactly 0 weight.
+        scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)
+    weights = torch.softmax(scores, dim=-1)
+    if mask is not None:
+        weights = weights * mask
+    weights = weights.to(q.dtype)
+    if dropout_p > 0.0:
+        weights = F.dropout(weights, p=dropout_p)
+    return torch.matmul(weights, v), weights
+
+
+def _fast_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, dropout_p: float,
+                    is_causal: bool) -> Tensor:
+    """PyTorch's fused SDPA (flash / memory-efficient kernels); same numbers as the reference path."""
+    if is_causal and q.shape[-2] == k.shape[-2] and mask is None:
+        return F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p, is_causal=True)
+    out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p)
+    if mask is not None:
+        # Fused kernels give NaN (or garbage) for rows with no allowed key; the convention is zeros.
+        out = out.masked_fill(~mask.any(dim=-1, keepdim=True), 0.0)
+    return out
+
+
+class MultiHeadAttention(nn.Module):
+    """§3.2.2: MultiHead(Q, K, V) = Concat(head_1..head_h) W^O, head_i = Attention(Q W_i^Q, ...).
+
+    The h per-head projections are held as one d_model x d_model Linear each (q_proj, k_proj,
+    v_proj), split into heads after projecting: the same parameters as the paper's h matrices.
+    """
+
+    def __init__(self, d_model: int, n_heads: int, dropout: float = 0.0, bias: bool = True):
+        super().__init__()
+        if d_model % n_heads:
+            raise ValueError(f"invalid config: d_model={d_model}: must be divisible by n_heads={n_heads}")
+        self.d_model, self.n_heads, self.head_dim = d_model, n_heads, d_model // n_heads
+        self.dropout = dropout  # on attention probabilities; the paper has none (see BlockConfig)
+        self.q_proj = nn.Linear(d_model, d_model, bias=bias)
+        self.k_proj = nn.Linear(d_model, d_model, bias=bias)
+        self.v_proj = nn.Linear(d_model, d_model, bias=bias)
+        self.out_proj = nn.Linear(d_model, d_model, bias=bias)
+
+    def _heads(self, x: Tensor) -> Tensor:
+        b, t, _ = x.shape
+        return x.view(b, t, self.n_heads, self.head_dim).transpose(1, 2)  # (B, H, T, Dh)
+
+    def _project_kv(self, key: Tensor, value: Tensor) -> tuple[Tensor, Tensor]:
+        if key is value:
+            # Self-attention (or cross-attention on one memory): one matmul for both projections.
+            w = torch.cat([self.k_proj.weight, self.v_proj.weight])
+            b = None if self.k_proj.bias is None else torch.cat([self.k_proj.bias, self.v_proj.bias])
+            k, v = F.linear(key, w, b).chunk(2, dim=-1)
+        else:
+            k, v = self.k_proj(key), self.v_proj(value)
+        return self._heads(k), self._heads(v)  # (B, H, T_k, Dh) each
+
+    def _project_qkv(self, query: Tensor, key: Tensor, value: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        if query is key and key is value:
+            # Self-attention: one fused matmul for Q, K and V (same numbers, fewer kernel calls).
+            w = torch.cat([self.q_proj.weight, self.k_proj.weight, self.v_proj.weight])
+            b = None if self.q_proj.bias is None else torch.cat(
+                [self.q_proj.bias, self.k_proj.bias, self.v_proj.bias])
+            q, k, v = F.linear(query, w, b).chunk(3, dim=-1)
+            return self._heads(q), self._heads(k), self._heads(v)
+        k, v = self._project_kv(key, value)
+        return self._heads(self.q_proj(query)), k, v
+
+    def forward(
+        self,
+        query: Tensor,
+        key: Tensor,
+        value: Tensor,
+        mask: Tensor | None = None,
+        return_attn: bool = False,
+        cache: AttentionCache | None = None,
+        is_causal: bool = False,
+    ) -> Tensor | tuple[Tensor, Tensor]:
+        """query (B, T_q, D), key/value (B, T_k, D) -> out (B, T_q, D) [, weights (B, H, T_q, T_k)].
+
+        mask: bool, broadcastable to (B, H, T_q, T_k), True = may attend.
+        is_causal: a hint that `mask` is (or would be) the plain causal mask of self-attention; lets
+            the fast path use the fused causal kernel without a materialised mask.
+        cache: an AttentionCache. A "self" cache appends this call's keys/values to the cached ones
+            (incremental decoding); a "static" cache computes them once (cross-attention on a
+            fixed memory) and reuses them afterwards.
+        """
+        if cache is not None and cache.static and cache.k is not None:
+            q, k, v = self._heads(self.q_proj(query)), cache.k, cache.v
+        else:
+            q, k, v = self._project_qkv(query, key, value)
+            if cache is not None:
+                k, v = cache.update(k, v)
+        dropout_p = self.dropout if self.training else 0.0
+        t_q, t_k = q.shape[-2], k.shape[-2]
+        if is_causal and mask is None and t_q > 1 and (return_attn or t_q != t_k):
+            mask = causal_mask(t_q, t_k, device=q.device)  # explicit only where a kernel needs it
+        if return_attn:
+            out, weights = scaled_dot_product_attention(q, k, v, mask, dropout_p)
+        else:
+            out, weights = _fast_attention(q, k, v, mask, dropout_p, is_causal), None
+        b = out.shape[0]
+        out = self.out_proj(out.transpose(1, 2).reshape(b, t_q, self.d_model))  # (B, T_q, D)
+        return (out, weights) if return_attn else out

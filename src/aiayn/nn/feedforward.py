@@ -1,0 +1,27 @@
+"""Position-wise feed-forward network (§3.3)."""
+
+from __future__ import annotations
+
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+_ACTIVATIONS = {
+    "relu": F.relu,  # the paper's max(0, x)
+    "gelu": F.gelu,  # BERT, ViT (exact erf form)
+    "gelu_tanh": lambda x: F.gelu(x, approximate="tanh"),  # GPT-2's "gelu_new"
+}
+
+
+class FeedForward(nn.Module):
+    """FFN(x) = act(x W1 + b1) W2 + b2, applied to each position separately (§3.3)."""
+
+    def __init__(self, d_model: int, d_ff: int, activation: str = "relu", bias: bool = True):
+        super().__init__()
+        if activation not in _ACTIVATIONS:
+            raise ValueError(f"invalid config: activation={activation!r}: must be one of {', '.join(_ACTIVATIONS)}")
+        self.activation = activation
+        self.w1 = nn.Linear(d_model, d_ff, bias=bias)
+        self.w2 = nn.Linear(d_ff, d_model, bias=bias)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.w2(_ACTIVATIONS[self.activation](self.w1(x)))

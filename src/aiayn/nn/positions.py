@@ -1,0 +1,93 @@
+"""Token embeddings (§3.4) and positional encodings (§3.5)."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import Tensor, nn
+
+
+def sinusoidal_positions(max_len: int, d_model: int) -> Tensor:
+    """§3.5, interleaved: PE(pos, 2i) = sin(pos / 10000^(2i/d_model)), PE(pos, 2i+1) = cos(same).
+
+    Returns (max_len, d_model) in fp32. (Some implementations concatenate all sines then all
+    cosines; that is a permutation of the dimensions, not the paper's layout.)
+    """
+    pos = torch.arange(max_len, dtype=torch.float64)[:, None]
+    two_i = torch.arange(0, d_model, 2, dtype=torch.float64)
+    angle = pos / torch.pow(10000.0, two_i / d_model)  # (max_len, ceil(d_model / 2))
+    pe = torch.zeros(max_len, d_model, dtype=torch.float64)
+    pe[:, 0::2] = torch.sin(angle)
+    pe[:, 1::2] = torch.cos(angle[:, : d_model // 2])
+    return pe.float()
+
+
+class SinusoidalPositions(nn.Module):
+    """Fixed sinusoidal positions (§3.5); no parameters, extends past max_len on demand."""
+
+    def __init__(self, max_len: int, d_model: int):
+        super().__init__()
+        self.d_model = d_model
+        self.register_buffer("table", sinusoidal_positions(max_len, d_model), persistent=False)
+
+    def forward(self, n: int, offset: int = 0) -> Tensor:
+        """Positions offset .. offset + n - 1 -> (n, d_model)."""
+        if offset + n > self.table.shape[0]:
+            self.table = sinusoidal_positions(offset + n, self.d_model).to(self.table.device)
+        return self.table[offset : offset + n]
+
+
+class LearnedPositions(nn.Module):
+    """Learned absolute positions (Table 3 row E; GPT-2, BERT, ViT use these)."""
+
+    def __init__(self, max_len: int, d_model: int):
+        super().__init__()
+        self.weight = nn.Parameter(torch.empty(max_len, d_model))
+        nn.init.normal_(self.weight, std=0.02)
+
+    def forward(self, n: int, offset: int = 0) -> Tensor:
+        if offset + n > self.weight.shape[0]:
+            raise ValueError(f"sequence of {offset + n} positions exceeds max_len={self.weight.shape[0]}")
+        return self.weight[offset : offset + n]
+
+
+def make_positions(kind: str, max_len: int, d_model: int) -> nn.Module | None:
+    if kind == "sinusoidal":
+        return SinusoidalPositions(max_len, d_model)
+    if kind == "learned":
+        return LearnedPositions(max_len, d_model)
+    if kind == "none":
+        return None
+    raise ValueError(f"invalid config: positions={kind!r}: must be sinusoidal, learned or none")
+
+
+class TokenEmbedding(nn.Embedding):
+    """An embedding table; §3.4 multiplies its output by sqrt(d_model) when `scale` is set."""
+
+    def __init__(self, vocab_size: int, d_model: int, pad_id: int | None = None, scale: bool = True):
+        super().__init__(vocab_size, d_model, padding_idx=None)
+        self.pad_id = pad_id
+        self.scale = math.sqrt(d_model) if scale else 1.0
+        # N(0, d_model^-0.5) as in tensor2tensor/fairseq: after the sqrt(d_model) scale the
+        # embeddings have unit variance, the same order as the sinusoids they are added to.
+        nn.init.normal_(self.weight, std=d_model**-0.5)
+
+    def forward(self, tokens: Tensor) -> Tensor:
+        return super().forward(tokens) * self.scale
+
+
+class InputEmbedding(nn.Module):
+    """Token embedding + positions, then dropout (§3.4, §3.5, §5.4)."""
+
+    def __init__(self, tokens: TokenEmbedding, positions: nn.Module | None, dropout: float):
+        super().__init__()
+        self.tokens = tokens
+        self.positions = positions
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, ids: Tensor, offset: int = 0) -> Tensor:
+        x = self.tokens(ids)  # (B, T, D)
+        if self.positions is not None:
+            x = x + self.positions(ids.shape[1], offset).to(x.dtype)
+        return self.dropout(x)
