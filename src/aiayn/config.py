@@ -190,3 +190,245 @@ def preset(name: str, **overrides: Any) -> TransformerConfig:
     if name not in TRANSFORMER_PRESETS:
         _fail("preset", name, f"unknown preset; choose one of {', '.join(TRANSFORMER_PRESETS)}")
     return TransformerConfig.from_dict({**TRANSFORMER_PRESETS[name], **overrides})
+
+
+LR_SCHEDULES = ("noam", "constant", "cosine")
+METRICS_FORMATS = ("jsonl", "csv")
+
+
+@dataclass
+class TrainConfig:
+    """How to train any model family (one Trainer for all). Defaults follow §5.3-§5.4.
+
+    Steps are optimizer updates; with accum_steps > 1 one step sums the gradients of that many
+    batches (the paper's ~25k-token batches on fewer tokens per batch).
+    """
+
+    # §5.3: lr = d_model^-0.5 * min(step^-0.5, step * warmup^-1.5) ("noam"). `lr`, when set, is
+    # the peak (reached at step = warmup_steps) and rescales the shape; `lr_scale` multiplies it.
+    # "constant": linear warmup to `lr`, then flat. "cosine": linear warmup, cosine decay to 0 at
+    # max_steps. Both need `lr`.
+    lr_schedule: str = "noam"
+    lr: float | None = None
+    lr_scale: float = 1.0
+    warmup_steps: int = 4000
+    adam_beta1: float = 0.9  # §5.3: Adam with beta1 = 0.9, beta2 = 0.98, eps = 1e-9
+    adam_beta2: float = 0.98
+    adam_eps: float = 1e-9
+    weight_decay: float = 0.0  # not in the paper; AdamW-style decoupled decay when > 0
+    max_steps: int = 100_000  # §5.2: base model trained for 100k steps
+    max_minutes: float | None = None  # wall-clock budget for the whole run (resumes included)
+    max_tokens: int = 25_000  # §5.1: batches of ~25k target tokens
+    accum_steps: int = 1
+    clip_norm: float | None = None  # not in the paper; gradient norm clipping when set
+    label_smoothing: float = 0.1  # §5.4: eps_ls = 0.1
+    seed: int = 0
+    deterministic: bool = False  # torch.use_deterministic_algorithms: bitwise-reproducible runs
+    threads: int | None = None  # torch.set_num_threads; None leaves torch's default
+    device: str = "cpu"
+    log_every: int = 50
+    eval_every: int = 1000  # 0: only at the end
+    save_every: int = 1000  # 0: only at the end (and on Ctrl-C)
+    keep_last_n: int = 5  # numbered checkpoints kept for averaging (§6.1 averages the last 5)
+    metrics_format: str = "jsonl"
+    tensorboard: bool = True
+    progress: bool = True
+
+    _check_types = BlockConfig._check_types
+    field_names = classmethod(BlockConfig.field_names.__func__)
+    from_dict = classmethod(BlockConfig.from_dict.__func__)
+    to_dict = BlockConfig.to_dict
+    replace = BlockConfig.replace
+
+    def __post_init__(self) -> None:
+        self._check_types()
+        if self.lr_schedule not in LR_SCHEDULES:
+            _fail("lr_schedule", self.lr_schedule, f"must be one of {', '.join(LR_SCHEDULES)}")
+        if self.lr_schedule != "noam" and self.lr is None:
+            _fail("lr", None, f"lr_schedule={self.lr_schedule!r} needs a peak lr")
+        for name in ("lr", "lr_scale", "adam_eps", "max_minutes", "clip_norm"):
+            value = getattr(self, name)
+            if value is not None and value <= 0:
+                _fail(name, value, "must be positive")
+        for name in ("max_steps", "max_tokens", "accum_steps", "log_every", "keep_last_n"):
+            if getattr(self, name) <= 0:
+                _fail(name, getattr(self, name), "must be a positive integer")
+        for name in ("warmup_steps", "eval_every", "save_every", "seed"):
+            if getattr(self, name) < 0:
+                _fail(name, getattr(self, name), "must be a non-negative integer")
+        if self.lr_schedule == "noam" and self.warmup_steps == 0:
+            _fail("warmup_steps", 0, "the noam schedule needs warmup_steps >= 1")
+        if self.threads is not None and self.threads <= 0:
+            _fail("threads", self.threads, "must be a positive integer")
+        for name in ("adam_beta1", "adam_beta2", "label_smoothing"):
+            if not 0.0 <= getattr(self, name) < 1.0:
+                _fail(name, getattr(self, name), "must be in [0, 1)")
+        if self.weight_decay < 0:
+            _fail("weight_decay", self.weight_decay, "must be non-negative")
+        if self.metrics_format not in METRICS_FORMATS:
+            _fail("metrics_format", self.metrics_format, f"must be one of {', '.join(METRICS_FORMATS)}")
+
+
+@dataclass
+class DecoderLMConfig(BlockConfig):
+    """A decoder-only language model: a stack of causal self-attention layers (§3.2.3 masking,
+    no encoder and no cross-attention), as in GPT. Defaults keep the paper's block (post-norm,
+    ReLU, sinusoids, scaled embeddings); the "gpt2-*" presets switch to GPT-2's choices."""
+
+    vocab_size: int = 50257
+    n_layers: int = 6
+    max_len: int = 1024  # learned positions cannot go further; sinusoids extend on demand
+    positions: str = "sinusoidal"  # §3.5; GPT-2 learns them (Table 3 row E)
+    # LayerNorm after the last layer; None = follow norm_first (pre-norm needs it, GPT-2 has it).
+    final_norm: bool | None = None
+    tie_embeddings: bool = True  # §3.4: the pre-softmax linear shares the embedding matrix
+    scale_embeddings: bool = True  # §3.4: multiply embeddings by sqrt(d_model); GPT-2 does not
+    pad_id: int = 0
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.final_norm is None:
+            self.final_norm = self.norm_first
+        for name in ("vocab_size", "n_layers", "max_len"):
+            if getattr(self, name) <= 0:
+                _fail(name, getattr(self, name), "must be a positive integer")
+        if self.positions not in POSITIONS:
+            _fail("positions", self.positions, f"must be one of {', '.join(POSITIONS)}")
+        if not 0 <= self.pad_id < self.vocab_size:
+            _fail("pad_id", self.pad_id, f"must be a token id below vocab_size={self.vocab_size}")
+
+
+_GPT2 = dict(positions="learned", norm_first=True, final_norm=True, activation="gelu_tanh",
+             scale_embeddings=False, tie_embeddings=True, layer_norm_eps=1e-5, dropout=0.1)
+DECODER_LM_PRESETS: dict[str, dict[str, Any]] = {
+    # GPT-2 small (Radford et al. 2019): 12 layers, d_model 768, 12 heads, 124M parameters.
+    "gpt2-small": dict(_GPT2, vocab_size=50257, d_model=768, n_heads=12, d_ff=3072, n_layers=12,
+                       max_len=1024),
+    # CPU-sized GPT-2 shape: trains on the Python standard library in minutes on 2 cores.
+    "gpt2-mini": dict(_GPT2, vocab_size=8192, d_model=256, n_heads=4, d_ff=1024, n_layers=4,
+                      max_len=256),
+    # Unit-test sized.
+    "tiny": dict(_GPT2, vocab_size=50, d_model=16, n_heads=2, d_ff=32, n_layers=2, max_len=64,
+                 dropout=0.0),
+}
+
+
+def lm_preset(name: str, **overrides: Any) -> DecoderLMConfig:
+    """A named DecoderLMConfig preset with optional field overrides."""
+    if name not in DECODER_LM_PRESETS:
+        _fail("preset", name, f"unknown preset; choose one of {', '.join(DECODER_LM_PRESETS)}")
+    return DecoderLMConfig.from_dict({**DECODER_LM_PRESETS[name], **overrides})
+
+
+@dataclass
+class EncoderConfig(BlockConfig):
+    """An encoder-only model: the §3.1 encoder stack alone, BERT-style (Devlin et al. 2019).
+
+    Departures from the paper, all BERT's: learned positions (Table 3 row E), segment embeddings,
+    a LayerNorm on the embedding sum, GELU, no sqrt(d_model) embedding scale. Defaults are BERT-base.
+    """
+
+    d_model: int = 768
+    n_heads: int = 12
+    d_ff: int = 3072
+    attn_dropout: float = 0.1  # BERT drops attention probabilities too
+    activation: str = "gelu"
+    layer_norm_eps: float = 1e-12
+    vocab_size: int = 30522
+    n_layers: int = 12
+    max_len: int = 512
+    type_vocab_size: int = 2  # segment (sentence A / B) embeddings; 0 = none
+    embedding_norm: bool = True  # LayerNorm(tokens + positions + segments), then dropout
+    pad_id: int = 0
+    pool: str = "cls"  # what the classifier reads: the first ([CLS]) position, or the mean
+    pooler: bool = True  # BERT's pooler: tanh(W h + b) on the pooled vector
+    mlm_head: bool = True  # masked-LM head (tied to the token embeddings)
+    n_labels: int = 0  # sequence classification head; 0 = none
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        for name in ("vocab_size", "n_layers", "max_len"):
+            if getattr(self, name) <= 0:
+                _fail(name, getattr(self, name), "must be a positive integer")
+        for name in ("type_vocab_size", "n_labels"):
+            if getattr(self, name) < 0:
+                _fail(name, getattr(self, name), "must be a non-negative integer")
+        if not 0 <= self.pad_id < self.vocab_size:
+            _fail("pad_id", self.pad_id, f"must be a token id below vocab_size={self.vocab_size}")
+        if self.pool not in ("cls", "mean"):
+            _fail("pool", self.pool, "must be one of cls, mean")
+
+
+@dataclass
+class ViTConfig(BlockConfig):
+    """A Vision Transformer (Dosovitskiy et al. 2021): image patches as tokens, the §3.1 encoder
+    stack in pre-norm order with a final LayerNorm, a [CLS] token and a classification head.
+    Defaults are ViT-B/16."""
+
+    d_model: int = 768
+    n_heads: int = 12
+    d_ff: int = 3072
+    dropout: float = 0.0
+    activation: str = "gelu"
+    norm_first: bool = True  # ViT is pre-norm (a departure from §3.1's post-norm)
+    layer_norm_eps: float = 1e-12
+    image_size: int = 224
+    patch_size: int = 16
+    channels: int = 3
+    n_layers: int = 12
+    n_classes: int = 1000  # 0 = no head (a feature extractor)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        for name in ("image_size", "patch_size", "channels", "n_layers"):
+            if getattr(self, name) <= 0:
+                _fail(name, getattr(self, name), "must be a positive integer")
+        if self.n_classes < 0:
+            _fail("n_classes", self.n_classes, "must be a non-negative integer")
+        if self.image_size % self.patch_size:
+            _fail("patch_size", self.patch_size, f"must divide image_size={self.image_size}")
+
+    @property
+    def n_patches(self) -> int:
+        return (self.image_size // self.patch_size) ** 2
+
+
+ENCODER_PRESETS: dict[str, dict[str, Any]] = {
+    # BERT-base (Devlin et al. 2019): 12 layers, d_model 768, 12 heads, 110M parameters.
+    "bert-base": dict(d_model=768, n_heads=12, d_ff=3072, n_layers=12),
+    # BERT-tiny (Turc et al. 2019): 2 layers, d_model 128, 2 heads.
+    "bert-tiny": dict(d_model=128, n_heads=2, d_ff=512, n_layers=2),
+    # all-MiniLM-L6-v2: 6 layers, d_model 384, 12 heads; no MLM head in the checkpoint.
+    "minilm-l6": dict(d_model=384, n_heads=12, d_ff=1536, n_layers=6, mlm_head=False),
+    # CPU-sized, trained from scratch by `aiayn classify train` (vocab_size set from the data).
+    "bert-small-cpu": dict(d_model=128, n_heads=4, d_ff=256, n_layers=2, max_len=128,
+                           dropout=0.1, attn_dropout=0.0),
+    # Unit-test sized.
+    "tiny": dict(d_model=16, n_heads=2, d_ff=32, n_layers=2, vocab_size=50, max_len=64,
+                 dropout=0.0, attn_dropout=0.0),
+}
+
+VIT_PRESETS: dict[str, dict[str, Any]] = {
+    # ViT-B/16 (Dosovitskiy et al. 2021, Table 1): 12 layers, d_model 768, 12 heads, d_ff 3072.
+    "vit-base": dict(),
+    # scikit-learn's 8x8 grey digits: 2x2 patches -> 16 tokens + [CLS].
+    "vit-digits": dict(image_size=8, patch_size=2, channels=1, n_classes=10, d_model=64,
+                       n_heads=4, d_ff=128, n_layers=4, dropout=0.1),
+    # Unit-test sized.
+    "tiny": dict(image_size=8, patch_size=4, channels=1, n_classes=3, d_model=16, n_heads=2,
+                 d_ff=32, n_layers=2),
+}
+
+
+def encoder_preset(name: str, **overrides: Any) -> EncoderConfig:
+    """A named EncoderConfig preset with optional field overrides."""
+    if name not in ENCODER_PRESETS:
+        _fail("preset", name, f"unknown preset; choose one of {', '.join(ENCODER_PRESETS)}")
+    return EncoderConfig.from_dict({**ENCODER_PRESETS[name], **overrides})
+
+
+def vit_preset(name: str, **overrides: Any) -> ViTConfig:
+    """A named ViTConfig preset with optional field overrides."""
+    if name not in VIT_PRESETS:
+        _fail("preset", name, f"unknown preset; choose one of {', '.join(VIT_PRESETS)}")
+    return ViTConfig.from_dict({**VIT_PRESETS[name], **overrides})

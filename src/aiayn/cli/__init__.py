@@ -14,7 +14,8 @@ from aiayn.errors import UserError
 
 # Modules that register sub-commands, in the order they appear in `aiayn --help`.
 COMMAND_MODULES = [
-    "aiayn.cli.translation",  # demo, train, translate, eval, average, data
+    "aiayn.cli.translation",  # demo, train, translate, eval, average
+    "aiayn.cli.data",  # data (built-in corpora to files)
     "aiayn.cli.lm",  # lm train, generate
     "aiayn.cli.encoder",  # classify, import, embed
     "aiayn.cli.vit",  # vit train / eval

@@ -1,0 +1,186 @@
+"""HF BERT (``transformers``' BertModel / BertForMaskedLM / BertForSequenceClassification, or a
+local checkpoint folder such as all-MiniLM-L6-v2) -> aiayn EncoderModel.
+
+BERT's foreign names live only here. Its layers are the paper's post-norm encoder layers, so every
+parameter has an aiayn counterpart:
+
+    embeddings.word_embeddings / position_embeddings / token_type_embeddings
+                                          embed.tokens / embed.positions / embed.segments
+    embeddings.LayerNorm                  embed.norm
+    encoder.layer.i.attention.self.query / key / value
+                                          encoder.layers.i.self_attn.q_proj / k_proj / v_proj
+    encoder.layer.i.attention.output.dense / LayerNorm
+                                          encoder.layers.i.self_attn.out_proj / attn_residual.norm
+    encoder.layer.i.intermediate.dense    encoder.layers.i.ffn.w1
+    encoder.layer.i.output.dense / LayerNorm
+                                          encoder.layers.i.ffn.w2 / ffn_residual.norm
+    pooler.dense                          pooler
+    cls.predictions.transform.dense / LayerNorm, cls.predictions.bias
+                                          mlm.dense / mlm.norm, mlm.output.bias (weight tied)
+    classifier                            classifier
+
+The next-sentence head (``cls.seq_relationship``) has no counterpart and is left out.
+Works offline: ``import_folder`` reads a local folder (config.json + model.safetensors +
+tokenizer.json); pickled ``pytorch_model.bin`` files are refused (safetensors only).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from aiayn.config import EncoderConfig
+from aiayn.errors import UserError
+from aiayn.models.encoder import EncoderModel
+
+ACTIVATIONS = {"gelu": "gelu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "relu": "relu"}
+_LAYER = {
+    "attention.self.query": "self_attn.q_proj", "attention.self.key": "self_attn.k_proj",
+    "attention.self.value": "self_attn.v_proj", "attention.output.dense": "self_attn.out_proj",
+    "attention.output.LayerNorm": "attn_residual.norm", "intermediate.dense": "ffn.w1",
+    "output.dense": "ffn.w2", "output.LayerNorm": "ffn_residual.norm",
+}
+_TOP = {
+    "embeddings.word_embeddings": "embed.tokens", "embeddings.position_embeddings": "embed.positions",
+    "embeddings.token_type_embeddings": "embed.segments", "embeddings.LayerNorm": "embed.norm",
+    "pooler.dense": "pooler", "cls.predictions.transform.dense": "mlm.dense",
+    "cls.predictions.transform.LayerNorm": "mlm.norm", "classifier": "classifier",
+}
+# Not weights (buffers some transformers versions save), or heads aiayn has no counterpart for.
+_IGNORED = ("embeddings.position_ids", "cls.seq_relationship.", "cls.predictions.decoder.weight")
+
+
+def _strip(hf_state: Mapping[str, Tensor]) -> dict[str, Tensor]:
+    out = {}
+    for k, v in hf_state.items():
+        k = k.removeprefix("bert.")
+        # Old checkpoints name LayerNorm parameters gamma / beta.
+        k = k.replace("LayerNorm.gamma", "LayerNorm.weight").replace("LayerNorm.beta", "LayerNorm.bias")
+        out[k] = v
+    return out
+
+
+def config_from_hf(hf_config: Any, hf_state: Mapping[str, Tensor] | None = None) -> EncoderConfig:
+    """A BertConfig (or its config.json as a dict) -> the EncoderConfig of the same model.
+
+    Which heads exist (pooler, masked-LM, classifier) is read from the weights when given.
+    """
+    c = hf_config if isinstance(hf_config, Mapping) else hf_config.to_dict()
+    state = _strip(hf_state) if hf_state is not None else {}
+    if c.get("position_embedding_type", "absolute") != "absolute":
+        raise UserError(f"BERT config position_embedding_type={c['position_embedding_type']!r} "
+                        "is not supported (only 'absolute')")
+    if c.get("is_decoder") or c.get("add_cross_attention"):
+        raise UserError("BERT config is_decoder / add_cross_attention is not supported by EncoderModel")
+    act = c.get("hidden_act", "gelu")
+    if act not in ACTIVATIONS:
+        raise UserError(f"BERT config hidden_act={act!r} is not supported (known: {', '.join(ACTIVATIONS)})")
+    n_labels = state["classifier.weight"].shape[0] if "classifier.weight" in state else 0
+    return EncoderConfig(
+        vocab_size=c.get("vocab_size", 30522), d_model=c.get("hidden_size", 768),
+        n_heads=c.get("num_attention_heads", 12), d_ff=c.get("intermediate_size", 3072),
+        n_layers=c.get("num_hidden_layers", 12), max_len=c.get("max_position_embeddings", 512),
+        type_vocab_size=c.get("type_vocab_size", 2), activation=ACTIVATIONS[act],
+        dropout=float(c.get("hidden_dropout_prob", 0.1)),
+        attn_dropout=float(c.get("attention_probs_dropout_prob", 0.1)),
+        layer_norm_eps=float(c.get("layer_norm_eps", 1e-12)), pad_id=c.get("pad_token_id") or 0,
+        pooler=not state or "pooler.dense.weight" in state,
+        mlm_head=bool(state) and "cls.predictions.transform.dense.weight" in state,
+        n_labels=n_labels)
+
+
+def convert_state_dict(hf_state: Mapping[str, Tensor], config: EncoderConfig) -> dict[str, Tensor]:
+    """BERT parameter names -> an EncoderModel state dict (the tied MLM projection left out)."""
+    out: dict[str, Tensor] = {}
+    unknown = []
+    for name, tensor in _strip(hf_state).items():
+        if name.startswith(_IGNORED):
+            continue
+        ours = _map_name(name)
+        if ours is None:
+            unknown.append(name)
+        else:
+            out[ours] = tensor.detach().clone()
+    if unknown:
+        raise UserError(f"BERT checkpoint has parameters with no EncoderModel counterpart: {unknown[:3]}")
+    return out
+
+
+def _map_name(name: str) -> str | None:
+    module, _, param = name.rpartition(".")
+    if name == "cls.predictions.bias" or name == "cls.predictions.decoder.bias":
+        return "mlm.output.bias"
+    if module in _TOP:
+        return f"{_TOP[module]}.{param}"
+    parts = module.split(".")
+    if parts[:2] == ["encoder", "layer"] and len(parts) > 3:
+        sub = ".".join(parts[3:])
+        if sub in _LAYER:
+            return f"encoder.layers.{parts[2]}.{_LAYER[sub]}.{param}"
+    return None
+
+
+def load_state(model: EncoderModel, state: dict[str, Tensor], where: str = "BERT weights") -> None:
+    """Load a converted state dict, requiring every parameter (but the tied projection)."""
+    missing, unexpected = model.load_state_dict(state, strict=False)
+    missing = [m for m in missing if m != "mlm.output.weight"]
+    if missing or unexpected:
+        raise UserError(f"{where} do not match the config (missing {missing[:3]}, unexpected {unexpected[:3]})")
+
+
+def from_hf(hf_model: torch.nn.Module) -> EncoderModel:
+    """A transformers BertModel / BertForMaskedLM / BertForSequenceClassification -> an
+    equivalent EncoderModel (eval mode)."""
+    state = hf_model.state_dict()
+    config = config_from_hf(hf_model.config, state)
+    model = EncoderModel(config)
+    load_state(model, convert_state_dict(state, config))
+    return model.eval()
+
+
+def load_hf_folder(folder: str | Path) -> tuple[EncoderModel, dict[str, Any]]:
+    """A local BERT folder (config.json + model.safetensors) -> (EncoderModel, the HF config dict)."""
+    from safetensors.torch import load_file
+
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise UserError(f"{folder}: folder not found")
+    config_path, weights_path = folder / "config.json", folder / "model.safetensors"
+    if not weights_path.is_file() and (folder / "pytorch_model.bin").is_file():
+        raise UserError(f"{folder}: only pytorch_model.bin (a pickle) is there; aiayn reads "
+                        "safetensors only (convert it with transformers' save_pretrained first)")
+    for path in (config_path, weights_path):
+        if not path.is_file():
+            raise UserError(f"{path}: not found (is {folder} a BERT checkpoint folder?)")
+    hf_config = _read_json(config_path)
+    if hf_config.get("model_type", "bert") != "bert":
+        raise UserError(f"{config_path}: model_type={hf_config['model_type']!r}, expected 'bert'")
+    try:
+        state = load_file(str(weights_path))
+    except Exception as e:  # safetensors raises its own error types
+        raise UserError(f"{weights_path}: not a readable safetensors file ({e})") from None
+    try:
+        config = config_from_hf(hf_config, state)
+    except ValueError as e:
+        raise UserError(f"{config_path}: {e}") from None
+    model = EncoderModel(config)
+    load_state(model, convert_state_dict(state, config), str(weights_path))
+    return model.eval(), hf_config
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise UserError(f"{path}: invalid JSON ({e})") from None
+    if not isinstance(data, dict):
+        raise UserError(f"{path}: expected a JSON object")
+    return data
+
+
+__all__ = ["config_from_hf", "convert_state_dict", "from_hf", "load_hf_folder", "load_state"]

@@ -1,0 +1,136 @@
+"""HF GPT-2 (``transformers``' GPT2Model / GPT2LMHeadModel) -> aiayn DecoderLM.
+
+GPT-2's foreign names live only here. Its layers are pre-norm decoder-only blocks, so every
+parameter has an aiayn counterpart:
+
+    wte / wpe                      embed.tokens / embed.positions
+    h.i.ln_1, h.i.ln_2             decoder.layers.i.attn_residual.norm, .ffn_residual.norm
+    h.i.attn.c_attn (D, 3D)        q_proj, k_proj, v_proj   (one fused matrix, split in three)
+    h.i.attn.c_proj                out_proj
+    h.i.mlp.c_fc, h.i.mlp.c_proj   ffn.w1, ffn.w2
+    ln_f                           decoder.norm
+    lm_head                        output   (tied to wte unless tie_word_embeddings is false)
+
+GPT-2's ``Conv1D`` stores weights as (in, out), the transpose of ``nn.Linear``'s (out, in).
+Works offline: ``load_hf_folder`` reads a local folder (config.json + model.safetensors).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from aiayn.config import DecoderLMConfig
+from aiayn.errors import UserError
+from aiayn.models.decoder_lm import DecoderLM
+
+ACTIVATIONS = {"gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "gelu": "gelu",
+               "relu": "relu"}
+# Buffers some transformers versions keep in the state dict (the causal mask); not weights.
+_IGNORED = (".attn.bias", ".attn.masked_bias")
+
+
+def config_from_hf(hf_config: Any) -> DecoderLMConfig:
+    """A GPT2Config (or its config.json as a dict) -> the DecoderLMConfig of the same model."""
+    c = hf_config if isinstance(hf_config, Mapping) else hf_config.to_dict()
+
+    def get(key: str, default: Any = None) -> Any:
+        return c.get(key, default)
+
+    unsupported = {"add_cross_attention": True, "scale_attn_by_inverse_layer_idx": True,
+                   "scale_attn_weights": False}
+    for key, bad in unsupported.items():
+        if get(key) is bad:
+            raise UserError(f"GPT-2 config {key}={bad} is not supported by DecoderLM")
+    act = get("activation_function", "gelu_new")
+    if act not in ACTIVATIONS:
+        raise UserError(f"GPT-2 config activation_function={act!r} is not supported "
+                        f"(known: {', '.join(ACTIVATIONS)})")
+    d_model = get("n_embd", 768)
+    return DecoderLMConfig(
+        vocab_size=get("vocab_size", 50257), d_model=d_model, n_heads=get("n_head", 12),
+        d_ff=get("n_inner") or 4 * d_model, n_layers=get("n_layer", 12),
+        max_len=get("n_positions", 1024), activation=ACTIVATIONS[act],
+        # GPT-2 has three dropout rates (embedding, residual, attention); aiayn's one `dropout`
+        # covers the first two, so it takes the residual rate.
+        dropout=float(get("resid_pdrop", 0.1)), attn_dropout=float(get("attn_pdrop", 0.1)),
+        layer_norm_eps=float(get("layer_norm_epsilon", 1e-5)), norm_first=True, final_norm=True,
+        positions="learned", scale_embeddings=False,
+        tie_embeddings=bool(get("tie_word_embeddings", True)), pad_id=0)
+
+
+def _linear(conv1d_weight: Tensor) -> Tensor:
+    return conv1d_weight.t().contiguous()  # Conv1D (in, out) -> Linear (out, in)
+
+
+def _layer(hf: Mapping[str, Tensor], i: int) -> dict[str, Tensor]:
+    src, dst = f"h.{i}.", f"decoder.layers.{i}."
+    out: dict[str, Tensor] = {}
+    q, k, v = _linear(hf[src + "attn.c_attn.weight"]).chunk(3, dim=0)  # (3D, D) -> 3 x (D, D)
+    qb, kb, vb = hf[src + "attn.c_attn.bias"].chunk(3, dim=0)
+    for name, w, b in (("q_proj", q, qb), ("k_proj", k, kb), ("v_proj", v, vb)):
+        out[f"{dst}self_attn.{name}.weight"], out[f"{dst}self_attn.{name}.bias"] = w, b
+    pairs = {"attn.c_proj": "self_attn.out_proj", "mlp.c_fc": "ffn.w1", "mlp.c_proj": "ffn.w2"}
+    for theirs, ours in pairs.items():
+        out[f"{dst}{ours}.weight"] = _linear(hf[f"{src}{theirs}.weight"])
+        out[f"{dst}{ours}.bias"] = hf[f"{src}{theirs}.bias"]
+    for theirs, ours in (("ln_1", "attn_residual.norm"), ("ln_2", "ffn_residual.norm")):
+        for p in ("weight", "bias"):
+            out[f"{dst}{ours}.{p}"] = hf[f"{src}{theirs}.{p}"]
+    return out
+
+
+def convert_state_dict(hf_state: Mapping[str, Tensor], config: DecoderLMConfig) -> dict[str, Tensor]:
+    """GPT-2 parameter names and layouts -> a DecoderLM state dict (tied output left out)."""
+    hf = {k.removeprefix("transformer."): v for k, v in hf_state.items()
+          if not k.endswith(_IGNORED)}
+    try:
+        out = {"embed.tokens.weight": hf["wte.weight"], "embed.positions.weight": hf["wpe.weight"],
+               "decoder.norm.weight": hf["ln_f.weight"], "decoder.norm.bias": hf["ln_f.bias"]}
+        for i in range(config.n_layers):
+            out.update(_layer(hf, i))
+        if not config.tie_embeddings:
+            out["output.weight"] = hf["lm_head.weight"]
+    except KeyError as e:
+        raise UserError(f"GPT-2 checkpoint lacks parameter {e.args[0]!r}") from None
+    return {k: v.detach().clone() for k, v in out.items()}
+
+
+def from_hf(hf_model: torch.nn.Module) -> DecoderLM:
+    """A transformers GPT2LMHeadModel / GPT2Model -> an equivalent DecoderLM (eval mode)."""
+    config = config_from_hf(hf_model.config)
+    model = DecoderLM(config)
+    _load(model, convert_state_dict(hf_model.state_dict(), config))
+    return model.eval()
+
+
+def load_hf_folder(folder: str | Path) -> DecoderLM:
+    """A local HF GPT-2 folder (config.json + model.safetensors) -> DecoderLM. No network."""
+    from safetensors.torch import load_file
+
+    folder = Path(folder)
+    config_path, weights_path = folder / "config.json", folder / "model.safetensors"
+    for path in (config_path, weights_path):
+        if not path.is_file():
+            raise UserError(f"{path}: not found (is {folder} a GPT-2 folder?)")
+    try:
+        hf_config = json.loads(config_path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise UserError(f"{config_path}: invalid JSON ({e})") from None
+    config = config_from_hf(hf_config)
+    model = DecoderLM(config)
+    _load(model, convert_state_dict(load_file(str(weights_path)), config))
+    return model.eval()
+
+
+def _load(model: DecoderLM, state: dict[str, Tensor]) -> None:
+    missing, unexpected = model.load_state_dict(state, strict=False)
+    missing = [m for m in missing if not (m == "output.weight" and model.config.tie_embeddings)]
+    if missing or unexpected:
+        raise UserError(f"GPT-2 weights do not match the config (missing {missing[:3]}, "
+                        f"unexpected {unexpected[:3]})")

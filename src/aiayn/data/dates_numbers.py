@@ -1,0 +1,99 @@
+"""A built-in English -> German corpus of dates and spelled-out numbers (babel + num2words).
+
+Every source sentence is one of five kinds, drawn at random (numbers twice as often as each date
+format, so about one sentence in three is a number):
+
+    kind      English (source)                             German (target)
+    number    one thousand, two hundred and thirty-four     eintausendzweihundertvierunddreißig
+    short     3/5/24                                        05.03.24
+    medium    Mar 5, 2024                                   05.03.2024
+    long      March 5, 2024                                 5. März 2024
+    full      Tuesday, March 5, 2024                        Dienstag, 5. März 2024
+
+Dates are CLDR's formats (babel.dates.format_date with format=kind, locale "en" / "de") for
+days in ``years`` (default 1900-2099); numbers are num2words(n, lang="en" / "de") for n in
+0..``max_number`` (default 9999). Both need real reordering: "thirty-four" -> "vierunddreißig"
+puts the units first, "3/5/24" -> "05.03.24" swaps month and day. Sentences are short (under 25
+subword tokens with the default tokenizer) and the distribution is closed, so a small Transformer
+trained for minutes on a CPU can learn it nearly perfectly: what a demo needs.
+
+The corpus is deterministic given its arguments. Source sentences are unique across the whole
+corpus (duplicates are drawn again), and the splits are slices of one shuffled draw, so train,
+valid and test never share a source sentence and come from the same distribution.
+"""
+
+from __future__ import annotations
+
+import datetime
+import random
+
+from babel.dates import format_date
+from num2words import num2words
+
+from aiayn.errors import UserError
+
+Pair = tuple[str, str]
+DATE_FORMATS = ("short", "medium", "long", "full")
+# kind -> relative weight
+KINDS = {"number": 2, **{f: 1 for f in DATE_FORMATS}}
+SRC_LANG, TGT_LANG = "en", "de"
+
+
+def render_number(n: int) -> Pair:
+    """n -> (English words, German words), e.g. 34 -> ("thirty-four", "vierunddreißig")."""
+    return num2words(n, lang=SRC_LANG), num2words(n, lang=TGT_LANG)
+
+
+def render_date(day: datetime.date, fmt: str) -> Pair:
+    """A date in one CLDR format, e.g. "long": ("March 5, 2024", "5. März 2024")."""
+    return _clean(format_date(day, format=fmt, locale=SRC_LANG)), \
+        _clean(format_date(day, format=fmt, locale=TGT_LANG))
+
+
+def _clean(text: str) -> str:
+    # CLDR uses no-break and narrow no-break spaces in some patterns: plain spaces here.
+    return " ".join(text.replace("\u00a0", " ").replace("\u202f", " ").split())
+
+
+def dates_numbers(n_train: int = 20000, n_valid: int = 500, n_test: int = 1000, seed: int = 0,
+                  years: tuple[int, int] = (1900, 2099), max_number: int = 9999,
+                  ) -> dict[str, list[Pair]]:
+    """{"train", "valid", "test"} -> (English, German) pairs; see the module docstring."""
+    sizes = {"train": n_train, "valid": n_valid, "test": n_test}
+    for name, n in sizes.items():
+        if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+            raise UserError(f"dates-numbers: n_{name}={n!r} must be a non-negative integer")
+    first, last = years
+    if not 1 <= first <= last <= 9999:
+        raise UserError(f"dates-numbers: years={years!r} must be (first, last) with "
+                        "1 <= first <= last <= 9999")
+    if max_number < 0:
+        raise UserError(f"dates-numbers: max_number={max_number} must be >= 0")
+
+    rng = random.Random(seed)
+    start = datetime.date(first, 1, 1).toordinal()
+    n_days = datetime.date(last, 12, 31).toordinal() - start + 1
+    kinds, weights = list(KINDS), list(KINDS.values())
+    total = sum(sizes.values())
+    pairs: dict[str, str] = {}  # source -> target; insertion order is draw order
+    attempts = 0
+    while len(pairs) < total:
+        attempts += 1
+        if attempts > 20 * total + 1000:
+            raise UserError(f"dates-numbers: cannot draw {total} distinct sentences from "
+                            f"years {first}-{last} and numbers 0-{max_number}; ask for fewer")
+        kind = rng.choices(kinds, weights)[0]
+        if kind == "number":
+            src, tgt = render_number(rng.randint(0, max_number))
+        else:
+            src, tgt = render_date(datetime.date.fromordinal(start + rng.randrange(n_days)), kind)
+        pairs.setdefault(src, tgt)
+    items = list(pairs.items())
+    # Late draws meet more duplicates (numbers run out first), so shuffle before slicing: each
+    # split is then a uniform sample of the same distinct sentences.
+    rng.shuffle(items)
+    out, at = {}, 0
+    for name, n in sizes.items():
+        out[name] = items[at:at + n]
+        at += n
+    return out

@@ -1,0 +1,151 @@
+"""Self-describing model folders: everything needed to resume, translate, generate or export.
+
+    DIR/config.json        {"family": "transformer", "model": {...config fields...}, ...extra}
+    DIR/model.safetensors  weights (safetensors: never unpickled)
+    DIR/tokenizer.json     the tokenizer, when the family uses one
+    DIR/train_state.pt     optimizer / schedule / RNG / data position (training only;
+                           loaded with torch.load(weights_only=True))
+    DIR/metrics.jsonl      one JSON object per logged step
+
+Every file is written atomically (temporary file in the same folder, then os.replace), so a crash
+or Ctrl-C never leaves a half-written file in place of a good one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import tempfile
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import torch
+from safetensors.torch import load_file, save_file
+from torch import nn
+
+from aiayn.errors import UserError
+
+CONFIG_FILE = "config.json"
+WEIGHTS_FILE = "model.safetensors"
+TOKENIZER_FILE = "tokenizer.json"
+
+# family name -> (config class, model class). Each model family registers itself here.
+FAMILIES: dict[str, tuple[type, type]] = {}
+
+
+def register_family(name: str, config_cls: type, model_cls: type) -> None:
+    FAMILIES[name] = (config_cls, model_cls)
+
+
+@contextlib.contextmanager
+def atomic_path(path: str | Path) -> Iterator[Path]:
+    """Yield a temporary path beside `path`; on success it replaces `path` in one step."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    try:
+        yield Path(tmp)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+def atomic_write_text(path: str | Path, text: str) -> None:
+    with atomic_path(path) as tmp:
+        tmp.write_text(text, encoding="utf-8")
+
+
+def atomic_write(path: str | Path, write: Callable[[Path], None]) -> None:
+    """Run write(tmp_path), then move the result into place atomically."""
+    with atomic_path(path) as tmp:
+        write(tmp)
+
+
+def save_weights(model: nn.Module, path: str | Path) -> None:
+    """Weights as safetensors; tied tensors are stored once (safetensors rejects shared storage)."""
+    state, seen = {}, {}
+    for name, tensor in model.state_dict().items():
+        key = (tensor.data_ptr(), tuple(tensor.shape))
+        if key in seen:
+            continue  # a tied copy (e.g. output projection = target embedding)
+        seen[key] = name
+        state[name] = tensor.detach().contiguous().cpu()
+    atomic_write(path, lambda tmp: save_file(state, str(tmp), metadata={"format": "pt"}))
+
+
+def load_weights(model: nn.Module, path: str | Path) -> None:
+    path = Path(path)
+    if not path.is_file():
+        raise UserError(f"{path}: weights file not found")
+    try:
+        state = load_file(str(path))
+    except Exception as e:  # safetensors raises its own error types
+        raise UserError(f"{path}: not a readable safetensors file ({e})") from None
+    missing, unexpected = model.load_state_dict(state, strict=False)
+    # Tied parameters were saved once; they are filled through the tie.
+    tied = {n for n in missing if _is_tied(model, n, state)}
+    missing = [n for n in missing if n not in tied]
+    if missing or unexpected:
+        raise UserError(f"{path}: weights do not match the config (missing {missing[:3]}, "
+                        f"unexpected {unexpected[:3]})")
+
+
+def _is_tied(model: nn.Module, name: str, state: dict[str, torch.Tensor]) -> bool:
+    params = dict(model.named_parameters(remove_duplicate=False))
+    if name not in params:
+        return False
+    ptr = params[name].data_ptr()
+    return any(p.data_ptr() == ptr and n in state for n, p in params.items() if n != name)
+
+
+def save_model(folder: str | Path, family: str, model: nn.Module, extra: dict[str, Any] | None = None) -> Path:
+    """Write config.json + model.safetensors for `model` (whose `.config` is a BlockConfig)."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    meta = {"family": family, "model": model.config.to_dict(), **(extra or {})}
+    save_weights(model, folder / WEIGHTS_FILE)
+    atomic_write_text(folder / CONFIG_FILE, json.dumps(meta, indent=2, sort_keys=True) + "\n")
+    return folder
+
+
+def read_meta(folder: str | Path) -> dict[str, Any]:
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise UserError(f"{folder}: model folder not found")
+    path = folder / CONFIG_FILE
+    if not path.is_file():
+        raise UserError(f"{path}: not found (is {folder} a model folder?)")
+    try:
+        meta = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise UserError(f"{path}: invalid JSON ({e})") from None
+    if not isinstance(meta, dict) or "family" not in meta or "model" not in meta:
+        raise UserError(f"{path}: missing key 'family' or 'model'")
+    return meta
+
+
+def load_model(folder: str | Path, device: str | torch.device = "cpu") -> tuple[nn.Module, dict[str, Any]]:
+    """Build the model a folder describes and load its weights. Returns (model in eval mode, meta)."""
+    _register_builtin_families()
+    folder = Path(folder)
+    meta = read_meta(folder)
+    family = meta["family"]
+    if family not in FAMILIES:
+        raise UserError(f"{folder / CONFIG_FILE}: unknown model family {family!r} "
+                        f"(known: {', '.join(sorted(FAMILIES))})")
+    config_cls, model_cls = FAMILIES[family]
+    try:
+        config = config_cls.from_dict(meta["model"])
+    except ValueError as e:
+        raise UserError(f"{folder / CONFIG_FILE}: {e}") from None
+    model = model_cls(config)
+    load_weights(model, folder / WEIGHTS_FILE)
+    return model.to(device).eval(), meta
+
+
+def _register_builtin_families() -> None:
+    import aiayn.models  # noqa: F401  (model modules call register_family on import)

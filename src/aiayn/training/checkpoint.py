@@ -1,0 +1,151 @@
+"""Training state and numbered checkpoints inside a model folder; checkpoint averaging (§6.1).
+
+    DIR/checkpoints/step_00001000.safetensors   weights after update 1000 (kept: the last N)
+    DIR/train_state.pt                          optimizer, step, RNG states, data position, and
+                                                the name of the checkpoint they belong to
+
+Write order makes every moment consistent: the numbered weights first, then model.safetensors, then
+train_state.pt, each atomically. A resume reads train_state.pt and the checkpoint it names, so a
+crash between two writes resumes from the previous complete checkpoint.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+import shutil
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from safetensors.torch import load_file, save_file
+
+from aiayn.errors import UserError
+from aiayn.folder import CONFIG_FILE, WEIGHTS_FILE, atomic_write, atomic_write_text, read_meta
+
+CHECKPOINT_DIR = "checkpoints"
+TRAIN_STATE_FILE = "train_state.pt"
+_STEP_RE = re.compile(r"^step_(\d+)\.safetensors$")
+# Files that belong to training only; an averaged (or exported) folder leaves them out.
+TRAINING_ONLY = {CHECKPOINT_DIR, TRAIN_STATE_FILE, WEIGHTS_FILE, CONFIG_FILE, "tb",
+                 "metrics.jsonl", "metrics.csv"}
+
+
+def checkpoint_path(folder: str | Path, step: int) -> Path:
+    return Path(folder) / CHECKPOINT_DIR / f"step_{step:08d}.safetensors"
+
+
+def list_checkpoints(folder: str | Path) -> list[tuple[int, Path]]:
+    """(step, path) of the numbered checkpoints in `folder`, oldest first."""
+    ckpt_dir = Path(folder) / CHECKPOINT_DIR
+    if not ckpt_dir.is_dir():
+        return []
+    found = [(int(m.group(1)), p) for p in ckpt_dir.iterdir() if (m := _STEP_RE.match(p.name))]
+    return sorted(found)
+
+
+def save_checkpoint_weights(state: dict[str, torch.Tensor], path: Path, step: int) -> None:
+    atomic_write(path, lambda tmp: save_file(state, str(tmp), metadata={"format": "pt", "step": str(step)}))
+
+
+def prune_checkpoints(folder: str | Path, keep: int, protect: Path | None = None) -> None:
+    """Delete all but the newest `keep` numbered checkpoints (never `protect`)."""
+    for _, path in list_checkpoints(folder)[:-keep]:
+        if protect is None or path.resolve() != protect.resolve():
+            path.unlink(missing_ok=True)
+
+
+# -- RNG state: torch, numpy and Python, as plain tensors / lists (loadable with weights_only) --
+
+def rng_state() -> dict[str, Any]:
+    name, keys, pos, has_gauss, cached = np.random.get_state(legacy=True)
+    version, py_state, gauss = random.getstate()
+    state = {
+        "torch": torch.get_rng_state(),
+        "numpy": [name, torch.from_numpy(keys.astype(np.int64)), pos, has_gauss, cached],
+        "python": [version, list(py_state), gauss],
+    }
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def set_rng_state(state: dict[str, Any]) -> None:
+    torch.set_rng_state(state["torch"])
+    name, keys, pos, has_gauss, cached = state["numpy"]
+    np.random.set_state((name, keys.numpy().astype(np.uint32), pos, has_gauss, cached))
+    version, py_state, gauss = state["python"]
+    random.setstate((version, tuple(py_state), gauss))
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
+def save_train_state(folder: str | Path, state: dict[str, Any]) -> None:
+    atomic_write(Path(folder) / TRAIN_STATE_FILE, lambda tmp: torch.save(state, tmp))
+
+
+def load_train_state(folder: str | Path) -> dict[str, Any]:
+    path = Path(folder) / TRAIN_STATE_FILE
+    if not path.is_file():
+        raise UserError(f"{path}: not found: nothing to resume (train without --resume first)")
+    try:
+        return torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as e:  # unpickling errors come in many types
+        raise UserError(f"{path}: unreadable train state ({type(e).__name__}: {e})") from None
+
+
+# -- averaging (§6.1) ------------------------------------------------------------------------
+
+def average_state_dicts(states: list[dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
+    """Element-wise mean of floating tensors (accumulated in float64); others from the last."""
+    if not states:
+        raise UserError("no checkpoints to average")
+    keys = set(states[0])
+    for s in states[1:]:
+        if set(s) != keys:
+            raise UserError("checkpoints to average hold different tensors")
+    out = {}
+    for key, last in states[-1].items():
+        if last.is_floating_point():
+            total = sum(s[key].double() for s in states)
+            out[key] = (total / len(states)).to(last.dtype)
+        else:
+            out[key] = last.clone()
+    return out
+
+
+def average_checkpoints(folder: str | Path, last: int, out: str | Path) -> list[int]:
+    """§6.1: average the weights of the last `last` numbered checkpoints of `folder` into a new
+    model folder `out` (config and tokenizer copied, no training state). Returns the steps used."""
+    folder, out = Path(folder), Path(out)
+    read_meta(folder)  # a readable model folder, or a one-line error
+    found = list_checkpoints(folder)
+    if not found:
+        raise UserError(f"{folder / CHECKPOINT_DIR}: no numbered checkpoints to average")
+    if last <= 0:
+        raise UserError(f"--last {last}: must be a positive integer")
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise UserError(f"{out}: already exists and is not empty; choose a new --out folder")
+    chosen = found[-last:]
+    states = []
+    for _, path in chosen:
+        try:
+            states.append(load_file(str(path)))
+        except Exception as e:
+            raise UserError(f"{path}: not a readable safetensors file ({e})") from None
+    averaged = average_state_dicts(states)
+    out.mkdir(parents=True, exist_ok=True)
+    for item in folder.iterdir():
+        if item.name in TRAINING_ONLY or item.name.startswith("."):
+            continue
+        if item.is_file():
+            shutil.copy2(item, out / item.name)
+    steps = [s for s, _ in chosen]
+    atomic_write(out / WEIGHTS_FILE, lambda tmp: save_file(
+        averaged, str(tmp), metadata={"format": "pt", "averaged_steps": ",".join(map(str, steps))}))
+    meta = read_meta(folder)
+    meta["averaged_steps"] = steps
+    atomic_write_text(out / CONFIG_FILE, json.dumps(meta, indent=2, sort_keys=True) + "\n")
+    return steps

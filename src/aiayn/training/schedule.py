@@ -1,0 +1,67 @@
+"""The optimizer and learning-rate schedules (§5.3).
+
+The learning rate is a pure function of the step, recomputed and written into the optimizer
+before every update: the step number is the whole schedule state, so a resumed run follows exactly
+the same curve.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+from aiayn.config import TrainConfig
+
+
+def noam_lr(step: int, d_model: int, warmup: int) -> float:
+    """§5.3: lrate = d_model^-0.5 * min(step^-0.5, step * warmup^-1.5), step counted from 1.
+
+    It rises linearly for `warmup` steps, peaks at d_model^-0.5 * warmup^-0.5, then decays as
+    step^-0.5.
+    """
+    step = max(step, 1)
+    return d_model ** -0.5 * min(step ** -0.5, step * warmup ** -1.5)
+
+
+def learning_rate(step: int, cfg: TrainConfig, d_model: int) -> float:
+    """The learning rate for update number `step` (1-based)."""
+    step = max(step, 1)
+    warm = cfg.warmup_steps
+    if cfg.lr_schedule == "noam":
+        lr = noam_lr(step, d_model, warm)
+        if cfg.lr is not None:  # the same shape, rescaled so that the peak equals cfg.lr
+            lr *= cfg.lr / noam_lr(warm, d_model, warm)
+        return lr * cfg.lr_scale
+    peak = cfg.lr * cfg.lr_scale
+    if warm and step < warm:
+        return peak * step / warm
+    if cfg.lr_schedule == "constant":
+        return peak
+    # "cosine": from the peak at the end of warmup down to 0 at max_steps.
+    progress = min(1.0, (step - warm) / max(1, cfg.max_steps - warm))
+    return peak * 0.5 * (1.0 + math.cos(math.pi * progress))
+
+
+def make_optimizer(model: nn.Module, cfg: TrainConfig) -> torch.optim.Optimizer:
+    """§5.3: Adam(beta1 = 0.9, beta2 = 0.98, eps = 1e-9); AdamW when weight_decay > 0.
+
+    Weight decay (not in the paper) skips biases, LayerNorm gains and embeddings.
+    """
+    betas = (cfg.adam_beta1, cfg.adam_beta2)
+    params = [p for p in model.parameters() if p.requires_grad]
+    if cfg.weight_decay == 0:
+        return torch.optim.Adam(params, lr=0.0, betas=betas, eps=cfg.adam_eps)
+    decay, no_decay = [], []
+    for name, p in model.named_parameters():
+        if p.requires_grad:
+            (decay if p.dim() >= 2 and "embed" not in name else no_decay).append(p)
+    groups = [{"params": decay, "weight_decay": cfg.weight_decay},
+              {"params": no_decay, "weight_decay": 0.0}]
+    return torch.optim.AdamW(groups, lr=0.0, betas=betas, eps=cfg.adam_eps)
+
+
+def set_lr(optimizer: torch.optim.Optimizer, lr: float) -> None:
+    for group in optimizer.param_groups:
+        group["lr"] = lr

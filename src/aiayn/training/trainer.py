@@ -1,0 +1,246 @@
+"""One training loop for every model family.
+
+The family supplies a model, a resumable BatchStream, and a loss function
+
+    loss_fn(model, batch) -> (loss_sum, n_tokens, sums)
+
+where `loss_sum` is a scalar tensor summed over the batch's `n_tokens` units (non-pad target tokens
+for translation, examples for a classifier) and `sums` holds other per-unit sums to report
+(e.g. {"nll": ..., "correct": ...}). One update sums the losses of `accum_steps` batches and divides
+the gradients by their total unit count: the loss is normalised per token (§5.4), whatever the
+batching. An optional `evaluate(model) -> dict` runs every `eval_every` steps (in eval mode, under
+no_grad, with the RNG state restored afterwards so that evaluating never changes training).
+
+Everything needed to continue exactly is saved in the model folder (see checkpoint.py); Ctrl-C
+saves the state of the last completed update and returns with `interrupted=True`.
+"""
+
+from __future__ import annotations
+
+import random
+import signal
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import Tensor, nn
+from tqdm.auto import tqdm
+
+from aiayn.config import TrainConfig
+from aiayn.folder import WEIGHTS_FILE, atomic_write, load_weights, save_model
+from aiayn.training.checkpoint import (
+    checkpoint_path,
+    load_train_state,
+    prune_checkpoints,
+    rng_state,
+    save_train_state,
+    set_rng_state,
+)
+from aiayn.training.metrics import MetricsLog
+from aiayn.training.schedule import learning_rate, make_optimizer, set_lr
+from aiayn.training.stream import BatchStream
+
+LossFn = Callable[[nn.Module, Any], tuple[Tensor, int, dict[str, Any]]]
+
+
+@dataclass
+class TrainResult:
+    step: int
+    tokens: int
+    seconds: float  # training wall time, resumed runs included
+    interrupted: bool = False
+    stopped_by: str = ""  # "max_steps", "max_minutes" or "interrupt"
+    metrics: dict[str, Any] = field(default_factory=dict)  # the last logged values
+
+
+def seed_everything(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    torch.manual_seed(seed)
+
+
+class Trainer:
+    def __init__(self, model: nn.Module, config: TrainConfig, batches: BatchStream, loss_fn: LossFn,
+                 out_dir: str | Path, *, family: str, meta: dict[str, Any] | None = None,
+                 evaluate: Callable[[nn.Module], dict[str, Any]] | None = None):
+        self.model, self.cfg, self.batches, self.loss_fn = model, config, batches, loss_fn
+        self.out = Path(out_dir)
+        self.family, self.meta, self.evaluate = family, dict(meta or {}), evaluate
+        self.d_model = getattr(getattr(model, "config", None), "d_model", 512)
+        self.device = torch.device(config.device)
+        self.optimizer = make_optimizer(model, config)
+        self.step = 0
+        self.tokens = 0
+        self.elapsed = 0.0  # seconds of training before this run (resume)
+        self._boundary: dict[str, Any] = {}  # the state after the last completed update
+        self._in_update = False
+        self._pending_interrupt = False
+        self._last_eval = -1
+
+    # -- state -----------------------------------------------------------------------------
+
+    def _mark_boundary(self, elapsed: float) -> None:
+        self._boundary = {"step": self.step, "tokens": self.tokens, "elapsed": elapsed,
+                          "data": self.batches.state_dict(), "rng": rng_state()}
+
+    def save(self) -> Path:
+        """Write the folder: config + weights, numbered weights, then the train state naming them."""
+        b = self._boundary
+        save_model(self.out, self.family, self.model, self.meta)  # config.json + model.safetensors
+        ckpt = checkpoint_path(self.out, b["step"])
+        data = (self.out / WEIGHTS_FILE).read_bytes()
+        atomic_write(ckpt, lambda tmp: tmp.write_bytes(data))
+        state = {"version": 1, "step": b["step"], "tokens": b["tokens"], "elapsed": b["elapsed"],
+                 "data": b["data"], "rng": b["rng"], "optimizer": self.optimizer.state_dict(),
+                 "weights": str(ckpt.relative_to(self.out)), "train_config": self.cfg.to_dict()}
+        save_train_state(self.out, state)
+        prune_checkpoints(self.out, self.cfg.keep_last_n, protect=ckpt)
+        return ckpt
+
+    def _restore(self) -> None:
+        state = load_train_state(self.out)
+        load_weights(self.model, self.out / state["weights"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.batches.load_state_dict(state["data"])
+        self.step, self.tokens, self.elapsed = state["step"], state["tokens"], state["elapsed"]
+        set_rng_state(state["rng"])
+
+    # -- the loop ----------------------------------------------------------------------------
+
+    def fit(self, resume: bool = False) -> TrainResult:
+        cfg = self.cfg
+        if cfg.threads:
+            torch.set_num_threads(cfg.threads)
+        torch.use_deterministic_algorithms(cfg.deterministic)
+        self.model.to(self.device)
+        seed_everything(cfg.seed)
+        if resume:
+            self._restore()
+        self.out.mkdir(parents=True, exist_ok=True)
+        log = MetricsLog(self.out, cfg.metrics_format, cfg.tensorboard,
+                         resume_step=self.step if resume else None)
+        self._mark_boundary(self.elapsed)
+        previous = self._install_sigint()
+        try:
+            return self._loop(log)
+        finally:
+            log.close()
+            if previous is not None:
+                signal.signal(signal.SIGINT, previous)
+
+    def _loop(self, log: MetricsLog) -> TrainResult:
+        cfg = self.cfg
+        start = time.monotonic() - self.elapsed
+        bar = tqdm(total=cfg.max_steps, initial=self.step, disable=not cfg.progress,
+                   dynamic_ncols=True, unit="step", leave=False)
+        window = {"loss": 0.0, "tokens": 0, "sums": {}, "t": time.monotonic()}
+        last: dict[str, Any] = {}
+        stopped_by = "max_steps"
+        try:
+            while self.step < cfg.max_steps:
+                if cfg.max_minutes is not None and time.monotonic() - start >= cfg.max_minutes * 60:
+                    stopped_by = "max_minutes"
+                    break
+                loss_sum, n_tok, sums = self._update()
+                elapsed = time.monotonic() - start
+                self._mark_boundary(elapsed)
+                window["loss"] += loss_sum
+                window["tokens"] += n_tok
+                for k, v in sums.items():
+                    window["sums"][k] = window["sums"].get(k, 0.0) + v
+                bar.update(1)
+                if self.step % cfg.log_every == 0:
+                    last = self._log_train(log, bar, window)
+                if cfg.eval_every and self.step % cfg.eval_every == 0:
+                    last.update(self._evaluate(log))
+                if cfg.save_every and self.step % cfg.save_every == 0:
+                    self.save()
+            if self._last_eval != self.step:
+                last.update(self._evaluate(log))
+            self.save()
+        except KeyboardInterrupt:
+            bar.close()
+            self.save()  # the state of the last completed update
+            b = self._boundary
+            return TrainResult(b["step"], b["tokens"], b["elapsed"], True, "interrupt", last)
+        bar.close()
+        b = self._boundary
+        return TrainResult(self.step, self.tokens, b["elapsed"], False, stopped_by, last)
+
+    def _update(self) -> tuple[float, int, dict[str, float]]:
+        """One optimizer update over accum_steps batches. Returns (loss sum, units, other sums)."""
+        self.model.train()
+        self.optimizer.zero_grad(set_to_none=True)
+        total_loss, total_n, sums = 0.0, 0, {}
+        for _ in range(self.cfg.accum_steps):
+            batch = next(self.batches)
+            if hasattr(batch, "to"):
+                batch = batch.to(self.device)
+            loss, n, extra = self.loss_fn(self.model, batch)
+            loss.backward()
+            total_loss += float(loss.detach())
+            total_n += int(n)
+            for k, v in extra.items():
+                sums[k] = sums.get(k, 0.0) + float(v)
+        params = [p for p in self.model.parameters() if p.grad is not None]
+        self._in_update = True
+        if total_n > 0:
+            for p in params:  # §5.4: normalise per token over the whole update
+                p.grad.div_(total_n)
+            if self.cfg.clip_norm is not None:
+                sums["grad_norm"] = float(nn.utils.clip_grad_norm_(params, self.cfg.clip_norm)) * total_n
+            set_lr(self.optimizer, learning_rate(self.step + 1, self.cfg, self.d_model))
+            self.optimizer.step()
+        self.step += 1
+        self.tokens += total_n
+        self._in_update = False
+        if self._pending_interrupt:
+            raise KeyboardInterrupt
+        return total_loss, total_n, sums
+
+    def _log_train(self, log: MetricsLog, bar: tqdm, window: dict[str, Any]) -> dict[str, Any]:
+        now = time.monotonic()
+        n = max(window["tokens"], 1)
+        row = {"loss": window["loss"] / n, "lr": self.optimizer.param_groups[0]["lr"],
+               "tokens_per_s": window["tokens"] / max(now - window["t"], 1e-9)}
+        row.update({k: v / n for k, v in window["sums"].items()})
+        log.log(self.step, row)
+        bar.set_postfix(loss=f"{row['loss']:.3f}", lr=f"{row['lr']:.2e}",
+                        tok_s=f"{row['tokens_per_s']:.0f}", refresh=False)
+        window.update(loss=0.0, tokens=0, sums={}, t=now)
+        return row
+
+    def _evaluate(self, log: MetricsLog) -> dict[str, Any]:
+        self._last_eval = self.step
+        if self.evaluate is None:
+            return {}
+        saved = rng_state()
+        self.model.eval()
+        with torch.no_grad():
+            result = self.evaluate(self.model)
+        self.model.train()
+        set_rng_state(saved)
+        log.log(self.step, result)
+        return result
+
+    def _install_sigint(self):
+        """Ctrl-C during an optimizer update waits for the update to finish (never a half-updated
+        model); anywhere else it interrupts at once. The state saved is the last update's."""
+        if threading.current_thread() is not threading.main_thread():
+            return None
+
+        def handler(signum, frame):
+            if self._in_update:
+                self._pending_interrupt = True
+            else:
+                raise KeyboardInterrupt
+
+        return signal.signal(signal.SIGINT, handler)
+
+
+__all__ = ["LossFn", "TrainResult", "Trainer", "seed_everything"]

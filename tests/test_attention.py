@@ -1,0 +1,162 @@
+import pytest
+import torch
+import torch.nn.functional as F
+
+from aiayn.masks import causal_mask, combine, padding_mask
+from aiayn.nn import AttentionCache, MultiHeadAttention, scaled_dot_product_attention
+
+
+def test_worked_example_from_the_seed():
+    # Seed 004: Q = [1, 0], K = I, V = [[10], [20]] -> weights [0.731, 0.269], output 12.69.
+    # d_k = 2 there is ignored by the seed's arithmetic; undo our 1/sqrt(d_k) by scaling Q.
+    q = torch.tensor([[1.0, 0.0]]) * 2**0.5
+    k = torch.eye(2)
+    v = torch.tensor([[10.0], [20.0]])
+    out, w = scaled_dot_product_attention(q, k, v)
+    assert w[0].tolist() == pytest.approx([0.731, 0.269], abs=5e-4)
+    assert round(out.item(), 2) == 12.69
+
+
+def test_unscaled_example_uses_sqrt_dk():
+    q, k = torch.tensor([[1.0, 0.0]]), torch.eye(2)
+    _, w = scaled_dot_product_attention(q, k, torch.zeros(2, 1))
+    expected = torch.softmax(torch.tensor([1.0, 0.0]) / 2**0.5, dim=0)
+    assert torch.allclose(w[0], expected)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+def test_rows_sum_to_one_masked_keys_zero_and_empty_rows_zero(dtype):
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(2, 3, 5, 8).to(dtype) for _ in range(3))
+    mask = torch.rand(2, 1, 5, 5) > 0.4
+    mask[0, 0, 2] = False  # a query with no allowed key
+    out, w = scaled_dot_product_attention(q, k, v, mask)
+    assert not torch.isnan(out).any() and not torch.isnan(w).any()
+    assert (w.masked_select(~mask.expand_as(w)) == 0).all()
+    sums = w.float().sum(-1)
+    has_key = mask.any(-1).expand_as(sums)
+    assert torch.allclose(sums[has_key], torch.ones_like(sums[has_key]), atol=1e-2)
+    assert (out[0, :, 2] == 0).all() and (w[0, :, 2] == 0).all()
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+def test_module_fast_path_gives_zeros_for_empty_rows(dtype):
+    mha = MultiHeadAttention(16, 2).to(dtype).eval()
+    x = torch.randn(2, 4, 16).to(dtype)
+    mask = torch.ones(2, 1, 4, 4, dtype=torch.bool)
+    mask[1, 0, 3] = False
+    out = mha(x, x, x, mask)
+    assert not torch.isnan(out).any()
+    # A row with no key attends to nothing: the output is out_proj(0) = its bias.
+    assert torch.allclose(out[1, 3].float(), mha.out_proj.bias.float(), atol=1e-2)
+
+
+@pytest.mark.parametrize("cross", [False, True])
+@pytest.mark.parametrize("masked", [False, True])
+def test_reference_path_equals_sdpa_path(cross, masked):
+    torch.manual_seed(1)
+    mha = MultiHeadAttention(32, 4).eval()
+    x = torch.randn(3, 6, 32)
+    mem = torch.randn(3, 9, 32) if cross else x
+    mask = None
+    if masked:
+        keys = torch.randint(1, 9, (3, mem.shape[1]))
+        keys[0, -3:] = 0
+        mask = padding_mask(keys, 0)
+        if not cross:
+            mask = combine(mask, causal_mask(6))
+    fast = mha(x, mem, mem, mask)
+    ref, w = mha(x, mem, mem, mask, return_attn=True)
+    assert w.shape == (3, 4, 6, mem.shape[1])
+    assert (fast - ref).abs().max() <= 1e-5
+    assert not any(isinstance(t, torch.Tensor) and t.shape == w.shape for t in vars(mha).values())
+
+
+def test_is_causal_hint_equals_explicit_causal_mask():
+    mha = MultiHeadAttention(16, 4).eval()
+    x = torch.randn(2, 5, 16)
+    a = mha(x, x, x, is_causal=True)
+    b = mha(x, x, x, causal_mask(5))
+    c, w = mha(x, x, x, is_causal=True, return_attn=True)
+    assert (a - b).abs().max() <= 1e-6 and (a - c).abs().max() <= 1e-5
+    assert (w[..., 0, 1:] == 0).all()
+
+
+def _copy_into_torch_mha(ours: MultiHeadAttention) -> torch.nn.MultiheadAttention:
+    ref = torch.nn.MultiheadAttention(ours.d_model, ours.n_heads, batch_first=True).eval()
+    with torch.no_grad():
+        ref.in_proj_weight.copy_(torch.cat([ours.q_proj.weight, ours.k_proj.weight, ours.v_proj.weight]))
+        ref.in_proj_bias.copy_(torch.cat([ours.q_proj.bias, ours.k_proj.bias, ours.v_proj.bias]))
+        ref.out_proj.weight.copy_(ours.out_proj.weight)
+        ref.out_proj.bias.copy_(ours.out_proj.bias)
+    return ref
+
+
+def test_matches_torch_multihead_attention_with_key_padding():
+    torch.manual_seed(2)
+    ours = MultiHeadAttention(32, 4).eval()
+    ref = _copy_into_torch_mha(ours)
+    q, kv = torch.randn(3, 5, 32), torch.randn(3, 7, 32)
+    keys = torch.randint(1, 9, (3, 7))
+    keys[1, 4:] = 0
+    mask = padding_mask(keys, 0)
+    # torch's convention is the opposite (True = ignore): convert at the boundary.
+    expected, expected_w = ref(q, kv, kv, key_padding_mask=~mask[:, 0, 0], average_attn_weights=False)
+    for return_attn in (False, True):
+        got = ours(q, kv, kv, mask, return_attn=return_attn)
+        got = got[0] if return_attn else got
+        assert (got - expected).abs().max() <= 1e-5
+    _, w = ours(q, kv, kv, mask, return_attn=True)
+    assert (w - expected_w).abs().max() <= 1e-5
+
+
+def test_matches_torch_multihead_attention_with_causal_mask():
+    torch.manual_seed(3)
+    ours = MultiHeadAttention(24, 3).eval()
+    ref = _copy_into_torch_mha(ours)
+    x = torch.randn(2, 6, 24)
+    expected, _ = ref(x, x, x, attn_mask=~causal_mask(6)[0, 0])
+    assert (ours(x, x, x, causal_mask(6)) - expected).abs().max() <= 1e-5
+    assert (ours(x, x, x, is_causal=True) - expected).abs().max() <= 1e-5
+
+
+def test_self_attention_cache_grows_and_equals_recompute():
+    torch.manual_seed(4)
+    mha = MultiHeadAttention(16, 2).eval()
+    x = torch.randn(2, 6, 16)
+    full = mha(x, x, x, is_causal=True)
+    cache = AttentionCache()
+    steps = [mha(x[:, t:t + 1], x[:, t:t + 1], x[:, t:t + 1], cache=cache, is_causal=True) for t in range(6)]
+    assert cache.length == 6
+    assert (torch.cat(steps, 1) - full).abs().max() <= 1e-5
+
+
+def test_static_cache_computes_keys_once():
+    mha = MultiHeadAttention(16, 2).eval()
+    mem = torch.randn(2, 5, 16)
+    cache = AttentionCache(static=True)
+    a = mha(torch.randn(2, 1, 16), mem, mem, cache=cache)
+    k_first = cache.k
+    b = mha(torch.randn(2, 1, 16), torch.zeros_like(mem), torch.zeros_like(mem), cache=cache)
+    assert cache.k is k_first and cache.length == 5
+    assert a.shape == b.shape == (2, 1, 16)
+
+
+def test_dropout_only_in_training():
+    mha = MultiHeadAttention(16, 2, dropout=0.5)
+    x = torch.randn(1, 4, 16)
+    mha.eval()
+    assert torch.equal(mha(x, x, x), mha(x, x, x))
+    mha.train()
+    torch.manual_seed(0)
+    a = mha(x, x, x)
+    torch.manual_seed(1)
+    assert not torch.equal(a, mha(x, x, x))
+
+
+def test_reference_path_dropout_uses_functional_dropout():
+    torch.manual_seed(0)
+    q = torch.randn(1, 1, 4, 8)
+    out, w = scaled_dot_product_attention(q, q, q, dropout_p=0.5)
+    assert ((w == 0) | (w > 0)).all()
+    assert F.dropout is not None

@@ -1,0 +1,56 @@
+import json
+
+import pytest
+
+from aiayn.config import TRANSFORMER_PRESETS, TransformerConfig, preset
+
+
+def test_defaults_are_the_paper_base_model():
+    cfg = TransformerConfig()
+    assert (cfg.d_model, cfg.n_heads, cfg.d_ff, cfg.n_layers, cfg.dropout) == (512, 8, 2048, 6, 0.1)
+    assert cfg.norm_first is False and cfg.positions == "sinusoidal" and cfg.activation == "relu"
+    assert cfg.share_embeddings is True and cfg.attn_dropout == 0.0
+    assert cfg.n_encoder_layers == cfg.n_decoder_layers == 6
+
+
+def test_big_preset_is_table_3_big():
+    cfg = preset("big")
+    assert (cfg.d_model, cfg.n_heads, cfg.d_ff, cfg.dropout) == (1024, 16, 4096, 0.3)
+
+
+@pytest.mark.parametrize("changes,field", [
+    ({"d_model": 30, "n_heads": 4}, "d_model"),
+    ({"dropout": -0.1}, "dropout"),
+    ({"dropout": 1.0}, "dropout"),
+    ({"activation": "tanh"}, "activation"),
+    ({"positions": "rotary"}, "positions"),
+    ({"d_model": "big"}, "d_model"),
+    ({"n_layers": 0}, "n_layers"),
+    ({"vocab_size": 10, "tgt_vocab_size": 12, "share_embeddings": True}, "share_embeddings"),
+])
+def test_invalid_values_name_the_field_and_value(changes, field):
+    with pytest.raises(ValueError) as e:
+        TransformerConfig(**changes)
+    assert field in str(e.value) and repr(changes[field])[:4] in str(e.value)
+
+
+def test_unknown_preset_and_field_are_rejected():
+    with pytest.raises(ValueError, match="preset='huge'"):
+        preset("huge")
+    with pytest.raises(ValueError, match="d_modle"):
+        TransformerConfig.from_dict({"d_modle": 512})
+
+
+def test_json_round_trip(tmp_path):
+    for name in TRANSFORMER_PRESETS:
+        cfg = preset(name, n_encoder_layers=2, tgt_vocab_size=None)
+        assert TransformerConfig.from_json(cfg.to_json()) == cfg
+        cfg.save(tmp_path / "c.json")
+        assert TransformerConfig.load(tmp_path / "c.json") == cfg
+        assert json.loads((tmp_path / "c.json").read_text())["d_model"] == cfg.d_model
+
+
+def test_separate_layer_counts_and_int_for_float():
+    cfg = TransformerConfig(n_layers=6, n_decoder_layers=2, dropout=0)
+    assert (cfg.n_encoder_layers, cfg.n_decoder_layers) == (6, 2)
+    assert isinstance(cfg.dropout, float)

@@ -1,0 +1,170 @@
+import pytest
+import torch
+
+from aiayn import Transformer, TransformerConfig, preset
+from aiayn.masks import causal_mask
+
+PAD = 0
+
+
+def _tiny(**kw) -> Transformer:
+    torch.manual_seed(0)
+    return Transformer(preset("tiny", **kw)).eval()
+
+
+def _copy_attn(ref_attn, ours):
+    ref_attn.in_proj_weight.copy_(torch.cat([ours.q_proj.weight, ours.k_proj.weight, ours.v_proj.weight]))
+    ref_attn.in_proj_bias.copy_(torch.cat([ours.q_proj.bias, ours.k_proj.bias, ours.v_proj.bias]))
+    ref_attn.out_proj.weight.copy_(ours.out_proj.weight)
+    ref_attn.out_proj.bias.copy_(ours.out_proj.bias)
+
+
+def _copy_linear_norm(dst, src):
+    dst.weight.copy_(src.weight)
+    dst.bias.copy_(src.bias)
+
+
+def _torch_reference(model: Transformer) -> torch.nn.Transformer:
+    cfg = model.config
+    ref = torch.nn.Transformer(cfg.d_model, cfg.n_heads, cfg.n_encoder_layers, cfg.n_decoder_layers,
+                               cfg.d_ff, dropout=0.0, batch_first=True).eval()
+    with torch.no_grad():
+        for r, o in zip(ref.encoder.layers, model.encoder.layers, strict=True):
+            _copy_attn(r.self_attn, o.self_attn)
+            _copy_linear_norm(r.linear1, o.ffn.w1)
+            _copy_linear_norm(r.linear2, o.ffn.w2)
+            _copy_linear_norm(r.norm1, o.attn_residual.norm)
+            _copy_linear_norm(r.norm2, o.ffn_residual.norm)
+        for r, o in zip(ref.decoder.layers, model.decoder.layers, strict=True):
+            _copy_attn(r.self_attn, o.self_attn)
+            _copy_attn(r.multihead_attn, o.cross_attn)
+            _copy_linear_norm(r.linear1, o.ffn.w1)
+            _copy_linear_norm(r.linear2, o.ffn.w2)
+            _copy_linear_norm(r.norm1, o.self_residual.norm)
+            _copy_linear_norm(r.norm2, o.cross_residual.norm)
+            _copy_linear_norm(r.norm3, o.ffn_residual.norm)
+        _copy_linear_norm(ref.encoder.norm, model.encoder.norm)
+        _copy_linear_norm(ref.decoder.norm, model.decoder.norm)
+    return ref
+
+
+def test_equals_torch_nn_transformer_with_copied_weights():
+    # post-norm, ReLU, no positions; torch.nn.Transformer always ends each stack with a LayerNorm.
+    model = _tiny(positions="none", final_norm=True, n_layers=2, d_model=32, n_heads=4, d_ff=64)
+    ref = _torch_reference(model)
+    src = torch.randint(4, 50, (3, 7))
+    src[1, 4:] = PAD
+    src[2, 6:] = PAD
+    tgt = torch.randint(4, 50, (3, 5))
+    src_pad = src == PAD  # torch: True = ignore
+    with torch.no_grad():
+        expected_h = ref(model.src_embed.tokens(src), model.tgt_embed.tokens(tgt),
+                         tgt_mask=~causal_mask(5)[0, 0], src_key_padding_mask=src_pad,
+                         memory_key_padding_mask=src_pad)
+        expected = model.output(expected_h)
+        got = model(src, tgt)
+        memory = model.encode(src)
+        expected_memory = ref.encoder(model.src_embed.tokens(src), src_key_padding_mask=src_pad)
+    assert (got - expected).abs().max() <= 1e-4
+    assert (memory[~src_pad] - expected_memory[~src_pad]).abs().max() <= 1e-4
+
+
+def test_causality_later_targets_do_not_change_earlier_outputs():
+    model = _tiny()
+    src = torch.randint(4, 50, (2, 6))
+    tgt = torch.randint(4, 50, (2, 8))
+    t = 3
+    changed = tgt.clone()
+    changed[:, t + 1:] = torch.randint(4, 50, (2, 8 - t - 1))
+    with torch.no_grad():
+        a, b = model(src, tgt), model(src, changed)
+    assert (a[:, : t + 1] - b[:, : t + 1]).abs().max() <= 1e-6
+    assert (a[:, t + 1:] - b[:, t + 1:]).abs().max() > 1e-4
+
+
+def test_padded_source_positions_change_nothing():
+    model = _tiny()
+    src = torch.randint(4, 50, (2, 6))
+    src[:, 4:] = PAD
+    tgt = torch.randint(4, 50, (2, 5))
+    longer = torch.cat([src, torch.full((2, 3), PAD)], dim=1)
+    with torch.no_grad():
+        a = model(src, tgt)
+        b = model(longer, tgt)
+    assert (a - b).abs().max() <= 1e-5
+
+
+@pytest.mark.parametrize("kw", [{}, {"norm_first": True}, {"positions": "learned"}])
+def test_incremental_decoding_with_cache_equals_recompute(kw):
+    model = _tiny(**kw)
+    src = torch.randint(4, 50, (3, 6))
+    src[0, 4:] = PAD
+    tgt = torch.randint(4, 50, (3, 7))
+    with torch.no_grad():
+        memory = model.encode(src)
+        src_mask = model.src_mask(src)
+        cache = model.new_cache()
+        for t in range(tgt.shape[1]):
+            step = model.decode(tgt[:, t:t + 1], memory, src_mask, cache)
+            full = model.decode(tgt[:, : t + 1], memory, src_mask)
+            assert (step[:, 0] - full[:, t]).abs().max() <= 1e-5
+        assert cache.length == tgt.shape[1]
+
+
+def test_cache_reorder_selects_batch_rows():
+    model = _tiny()
+    src = torch.randint(4, 50, (3, 5))
+    tgt = torch.randint(4, 50, (3, 4))
+    with torch.no_grad():
+        memory, src_mask = model.encode(src), model.src_mask(src)
+        cache = model.new_cache()
+        model.decode(tgt[:, :3], memory, src_mask, cache)
+        order = torch.tensor([2, 0, 0])
+        cache.reorder(order)
+        step = model.decode(tgt[order, 3:4], memory[order], src_mask[order], cache)
+        full = model.decode(tgt[order], memory[order], src_mask[order])
+    assert (step[:, 0] - full[:, 3]).abs().max() <= 1e-5
+
+
+def test_return_attn_gives_every_layer_and_kind():
+    model = _tiny()
+    src, tgt = torch.randint(4, 50, (2, 6)), torch.randint(4, 50, (2, 4))
+    with torch.no_grad():
+        logits, attn = model(src, tgt, return_attn=True)
+    assert (logits - model(src, tgt)).abs().max() <= 1e-5
+    assert [w.shape for w in attn["encoder"]] == [(2, 2, 6, 6)] * 2
+    assert [w.shape for w in attn["decoder_self"]] == [(2, 2, 4, 4)] * 2
+    assert [w.shape for w in attn["cross"]] == [(2, 2, 4, 6)] * 2
+    assert torch.triu(attn["decoder_self"][0][0, 0], diagonal=1).abs().max() == 0
+
+
+def test_embeddings_are_shared_and_scaled():
+    model = _tiny()
+    assert model.src_embed.tokens.weight is model.tgt_embed.tokens.weight is model.output.weight
+    ids = torch.tensor([[5]])
+    expected = model.src_embed.tokens.weight[5] * 16**0.5  # §3.4: times sqrt(d_model)
+    assert torch.allclose(model.src_embed.tokens(ids)[0, 0], expected)
+    separate = Transformer(preset("tiny", tgt_vocab_size=30))
+    assert separate.src_embed.tokens.weight is not separate.tgt_embed.tokens.weight
+    assert separate.output.weight is separate.tgt_embed.tokens.weight
+    assert separate.output.out_features == 30
+
+
+@pytest.mark.parametrize("name,paper_millions", [("base", 65), ("big", 213)])
+def test_parameter_counts_match_table_3(name, paper_millions):
+    with torch.device("meta"):
+        model = Transformer(preset(name, vocab_size=37000))
+    n = model.num_parameters() / 1e6
+    assert abs(n - paper_millions) / paper_millions <= 0.03, n
+
+
+def test_pre_norm_variant_has_final_norms():
+    model = Transformer(preset("tiny", norm_first=True))
+    assert model.encoder.norm is not None and model.decoder.norm is not None
+    assert model.encoder.layers[0].attn_residual.norm_first
+    assert Transformer(preset("tiny")).encoder.norm is None  # the paper's post-norm has none
+
+
+def test_config_is_the_models_config():
+    cfg = TransformerConfig(vocab_size=40, d_model=16, n_heads=2, d_ff=32, n_layers=1)
+    assert Transformer(cfg).config is cfg
