@@ -1,7 +1,67 @@
-"""Sub-commands of this family (registered by aiayn.cli.main)."""
+"""`aiayn data`: write a built-in corpus to files.
+
+    aiayn data dates-numbers --out DIR [--n-train 20000 --n-valid 500 --n-test 1000 --seed 0]
+    aiayn data gettext --lang de --out DIR [--locale-dir /usr/share/locale]
+
+DIR receives ``{train,valid,test}.src`` and ``.tgt`` (one sentence per line, aligned by line;
+the names say the role, the languages are in stats.json) and ``stats.json``. One summary line
+per split is printed.
+"""
 
 from __future__ import annotations
 
+import argparse
+
 
 def register(sub) -> None:
-    """Add this module's sub-commands to the `aiayn` parser (none yet)."""
+    """Add `aiayn data <corpus>` to the `aiayn` parser."""
+    parser = sub.add_parser("data", help="write a built-in corpus (train/valid/test) to files",
+                            description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.set_defaults(func=lambda args: (parser.print_help(), 2)[1])
+    corpora = parser.add_subparsers(dest="corpus", metavar="CORPUS")
+
+    dn = corpora.add_parser("dates-numbers", help="English -> German dates and spelled-out numbers")
+    dn.add_argument("--out", required=True, help="output directory")
+    dn.add_argument("--n-train", type=int, default=20000)
+    dn.add_argument("--n-valid", type=int, default=500)
+    dn.add_argument("--n-test", type=int, default=1000)
+    dn.add_argument("--seed", type=int, default=0)
+    dn.set_defaults(func=_dates_numbers)
+
+    gt = corpora.add_parser("gettext", help="English -> LANG messages from the OS's gettext catalogs")
+    gt.add_argument("--out", required=True, help="output directory")
+    gt.add_argument("--lang", default="de", help="target language code (default: de)")
+    gt.add_argument("--locale-dir", default="/usr/share/locale")
+    gt.add_argument("--valid-frac", type=float, default=0.02)
+    gt.add_argument("--test-frac", type=float, default=0.02)
+    gt.add_argument("--max-chars", type=int, default=200, help="drop longer messages")
+    gt.set_defaults(func=_gettext)
+
+
+def _dates_numbers(args: argparse.Namespace) -> int:
+    from aiayn.data.dates_numbers import dates_numbers
+
+    params = dict(n_train=args.n_train, n_valid=args.n_valid, n_test=args.n_test, seed=args.seed)
+    return _write("dates-numbers", dates_numbers(**params), args.out, ("en", "de"), params)
+
+
+def _gettext(args: argparse.Namespace) -> int:
+    from aiayn.data.gettext_corpus import gettext_pairs
+
+    params = dict(lang=args.lang, locale_dir=args.locale_dir, valid_frac=args.valid_frac,
+                  test_frac=args.test_frac, max_chars=args.max_chars)
+    return _write("gettext", gettext_pairs(**params), args.out, ("en", args.lang), params)
+
+
+def _write(name: str, corpus, out: str, languages: tuple[str, str], params: dict) -> int:
+    from pathlib import Path
+
+    from aiayn.data.parallel import write_corpus_dir
+
+    meta = {"corpus": name, "src_lang": languages[0], "tgt_lang": languages[1], "params": params}
+    stats = write_corpus_dir(corpus, out, meta)
+    for split, s in stats["splits"].items():
+        base = Path(out) / split
+        print(f"{split}: {s['pairs']} pairs, {s['src_words']} {languages[0]} words, "
+              f"{s['tgt_words']} {languages[1]} words -> {base}.src, {base}.tgt")
+    return 0

@@ -45,9 +45,16 @@ def render_number(n: int) -> Pair:
 
 
 def render_date(day: datetime.date, fmt: str) -> Pair:
-    """A date in one CLDR format, e.g. "long": ("March 5, 2024", "5. März 2024")."""
-    return _clean(format_date(day, format=fmt, locale=SRC_LANG)), \
-        _clean(format_date(day, format=fmt, locale=TGT_LANG))
+    """A date in one CLDR format, e.g. "long": ("March 5, 2024", "5. März 2024").
+
+    English "medium" abbreviates every month but May, so "May 5, 2024" is both "medium" and
+    "long"; it is always given the "long" German ("5. Mai 2024"), so that a source sentence has
+    one translation.
+    """
+    src = _clean(format_date(day, format=fmt, locale=SRC_LANG))
+    if fmt == "medium" and src == _clean(format_date(day, format="long", locale=SRC_LANG)):
+        fmt = "long"
+    return src, _clean(format_date(day, format=fmt, locale=TGT_LANG))
 
 
 def _clean(text: str) -> str:
@@ -76,6 +83,7 @@ def dates_numbers(n_train: int = 20000, n_valid: int = 500, n_test: int = 1000, 
     kinds, weights = list(KINDS), list(KINDS.values())
     total = sum(sizes.values())
     pairs: dict[str, str] = {}  # source -> target; insertion order is draw order
+    drawn: set[tuple[str, int]] = set()
     attempts = 0
     while len(pairs) < total:
         attempts += 1
@@ -83,11 +91,15 @@ def dates_numbers(n_train: int = 20000, n_valid: int = 500, n_test: int = 1000, 
             raise UserError(f"dates-numbers: cannot draw {total} distinct sentences from "
                             f"years {first}-{last} and numbers 0-{max_number}; ask for fewer")
         kind = rng.choices(kinds, weights)[0]
+        value = rng.randint(0, max_number) if kind == "number" else start + rng.randrange(n_days)
+        if (kind, value) in drawn:  # skip rendering what is known to be a duplicate
+            continue
+        drawn.add((kind, value))
         if kind == "number":
-            src, tgt = render_number(rng.randint(0, max_number))
+            src, tgt = render_number(value)
         else:
-            src, tgt = render_date(datetime.date.fromordinal(start + rng.randrange(n_days)), kind)
-        pairs.setdefault(src, tgt)
+            src, tgt = render_date(datetime.date.fromordinal(value), kind)
+        pairs.setdefault(src, tgt)  # "3/5/24" is 1924 and 2024: keep the first draw
     items = list(pairs.items())
     # Late draws meet more duplicates (numbers run out first), so shuffle before slicing: each
     # split is then a uniform sample of the same distinct sentences.

@@ -30,12 +30,12 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from tokenizers import Tokenizer as HFTokenizer
-from tokenizers import decoders, models, pre_tokenizers, trainers
+from tokenizers import Regex, decoders, models, pre_tokenizers, trainers
 
 from aiayn.data.special import SPECIAL_TOKENS, UNK_TOKEN
 from aiayn.errors import UserError
 
-KINDS = ("bpe", "unigram")
+KINDS = ("bpe", "unigram", "byte_bpe", "char")  # the last two for language models (aiayn lm)
 FILENAME = "tokenizer.json"
 # Always in the vocabulary, whatever the training text: ASCII, digits, German letters.
 ALPHABET = sorted(set(string.ascii_letters + string.digits + string.punctuation + "äöüÄÖÜß"))
@@ -45,9 +45,12 @@ SPACE = "▁"  # U+2581, SentencePiece's visible space
 class Tokenizer:
     """Text <-> subword ids. ``encode`` adds no <s>/</s>; ``collate`` adds them where needed."""
 
-    def __init__(self, hf: HFTokenizer):
+    def __init__(self, hf: HFTokenizer, check_specials: bool = True):
+        """check_specials=False wraps a tokenizer trained elsewhere (an imported BERT's WordPiece)
+        whose special tokens are its own, at its own ids."""
         self.hf = hf
-        _check_specials(hf, "tokenizer")
+        if check_specials:
+            _check_specials(hf, "tokenizer")
 
     # -- training and files -----------------------------------------------------------------
 
@@ -60,6 +63,8 @@ class Tokenizer:
         """
         if kind not in KINDS:
             raise UserError(f"tokenizer kind {kind!r} is unknown; choose one of {', '.join(KINDS)}")
+        if kind in LM_KINDS:
+            return cls(_train_lm_kind(texts, vocab_size, kind))
         if isinstance(vocab_size, bool) or not isinstance(vocab_size, int) \
                 or vocab_size <= len(SPECIAL_TOKENS) + len(ALPHABET):
             raise UserError(f"tokenizer vocab_size={vocab_size!r} is too small: it must exceed "
@@ -93,7 +98,7 @@ class Tokenizer:
         return path
 
     @classmethod
-    def load(cls, directory: str | Path) -> Tokenizer:
+    def load(cls, directory: str | Path, check_specials: bool = True) -> Tokenizer:
         """Read ``directory/tokenizer.json`` (a path to the file itself also works)."""
         path = Path(directory)
         if path.is_dir() or path.suffix != ".json":
@@ -105,8 +110,9 @@ class Tokenizer:
         except Exception as e:  # tokenizers raises a bare Exception on bad JSON
             reason = str(e).splitlines()[0] if str(e) else type(e).__name__
             raise UserError(f"{path}: not a valid tokenizer file ({reason})") from None
-        _check_specials(hf, str(path))
-        return cls(hf)
+        if check_specials:
+            _check_specials(hf, str(path))
+        return cls(hf, check_specials)
 
     # -- encoding and decoding --------------------------------------------------------------
 
@@ -174,3 +180,36 @@ def _check_specials(hf: HFTokenizer, where: str) -> None:
     if tuple(found) != SPECIAL_TOKENS:
         raise UserError(f"{where}: special tokens must be {', '.join(SPECIAL_TOKENS)} at ids "
                         f"0-{len(SPECIAL_TOKENS) - 1}, found {found}")
+
+
+LM_KINDS = ("byte_bpe", "char")
+
+
+def _train_lm_kind(texts: Iterable[str], vocab_size: int, kind: str) -> HFTokenizer:
+    """Tokenizers for language models, where ``decode(encode(s)) == s`` must hold exactly
+    (whitespace and all: Python source is indentation).
+
+    byte_bpe: GPT-2's byte-level BPE (Radford et al. 2019). Text is split by GPT-2's regex
+        (words, numbers, punctuation, runs of spaces), each piece becomes its UTF-8 bytes, and
+        merges are learned over bytes. All 256 bytes are in the vocabulary, so no text is <unk>.
+    char: one token per character; the vocabulary holds the ``vocab_size - 4`` most frequent
+        characters of the training text, any other character becomes <unk> (dropped by decode).
+    """
+    minimum = len(SPECIAL_TOKENS) + (256 if kind == "byte_bpe" else 1)
+    if isinstance(vocab_size, bool) or not isinstance(vocab_size, int) or vocab_size < minimum:
+        raise UserError(f"tokenizer vocab_size={vocab_size!r} is too small for kind {kind!r}: it "
+                        f"must be at least {minimum}")
+    common = dict(vocab_size=vocab_size, special_tokens=list(SPECIAL_TOKENS), show_progress=False)
+    if kind == "byte_bpe":
+        hf = HFTokenizer(models.BPE())
+        hf.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+        hf.decoder = decoders.ByteLevel()
+        trainer = trainers.BpeTrainer(min_frequency=2, **common,
+                                      initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    else:
+        hf = HFTokenizer(models.WordLevel(unk_token=UNK_TOKEN))
+        hf.pre_tokenizer = pre_tokenizers.Split(Regex(r"[\s\S]"), behavior="isolated")
+        hf.decoder = decoders.Fuse()  # concatenate, no spaces between characters
+        trainer = trainers.WordLevelTrainer(min_frequency=1, **common)
+    hf.train_from_iterator(sorted(texts), trainer)  # sorted: the same vocabulary for any order
+    return hf

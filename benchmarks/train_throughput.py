@@ -1,0 +1,203 @@
+"""Training throughput: aiayn vs torch.nn.Transformer vs HF MarianMTModel, same shapes, one run.
+
+Each model does forward + backward + Adam step on the same random batches (B sentences of T source
+and T target tokens), with label-smoothed cross-entropy over the vocabulary. Reported: target
+tokens/s, the ratio to the best peer, and model FLOPs utilisation (MFU) against an fp32 matmul peak
+measured in the same run.
+
+    python benchmarks/train_throughput.py                 # both configs, writes a markdown table
+    python benchmarks/train_throughput.py --configs small --steps 10
+
+Fairness: all three use residual dropout 0.1 and no attention-probability or activation dropout
+(the paper's recipe; tensor2tensor's base config), so all may use PyTorch's fused SDPA kernels.
+torch.nn.Transformer ties attention dropout to its `dropout` argument, so the peer sets the
+attention / activation dropout modules to 0 after construction (a "tuned" nn.Transformer).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import platform
+import statistics
+import time
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from aiayn import Transformer, TransformerConfig
+from aiayn.masks import causal_mask
+from aiayn.nn import sinusoidal_positions
+
+CONFIGS = {
+    # The issue's CPU-sized config.
+    "small": dict(d_model=256, n_heads=4, d_ff=1024, n_layers=3, vocab_size=8000),
+    # The paper's base model (Table 3) with a 37k shared vocabulary.
+    "base": dict(d_model=512, n_heads=8, d_ff=2048, n_layers=6, vocab_size=37000),
+}
+PAD = 0
+
+
+class TorchTransformerMT(nn.Module):
+    """The same model built on torch.nn.Transformer: shared scaled embeddings, sinusoids, tied output."""
+
+    def __init__(self, cfg: TransformerConfig):
+        super().__init__()
+        self.cfg = cfg
+        self.embed = nn.Embedding(cfg.vocab_size, cfg.d_model)
+        self.register_buffer("pe", sinusoidal_positions(cfg.max_len, cfg.d_model), persistent=False)
+        self.core = nn.Transformer(cfg.d_model, cfg.n_heads, cfg.n_layers, cfg.n_layers, cfg.d_ff,
+                                   dropout=cfg.dropout, batch_first=True)
+        for m in self.core.modules():  # tuned: no attention or activation dropout (see docstring)
+            if isinstance(m, nn.MultiheadAttention):
+                m.dropout = 0.0
+            if isinstance(m, (nn.TransformerEncoderLayer, nn.TransformerDecoderLayer)):
+                m.dropout.p = 0.0
+        self.drop = nn.Dropout(cfg.dropout)
+
+    def _emb(self, ids):
+        return self.drop(self.embed(ids) * math.sqrt(self.cfg.d_model) + self.pe[: ids.shape[1]])
+
+    def forward(self, src, tgt):
+        t = tgt.shape[1]
+        h = self.core(self._emb(src), self._emb(tgt), tgt_mask=~causal_mask(t)[0, 0],
+                      src_key_padding_mask=src == PAD, memory_key_padding_mask=src == PAD,
+                      tgt_is_causal=True)
+        return F.linear(h, self.embed.weight)
+
+
+class MarianMT(nn.Module):
+    def __init__(self, cfg: TransformerConfig):
+        super().__init__()
+        from transformers import MarianConfig, MarianMTModel
+
+        mc = MarianConfig(vocab_size=cfg.vocab_size, d_model=cfg.d_model, encoder_layers=cfg.n_layers,
+                          decoder_layers=cfg.n_layers, encoder_attention_heads=cfg.n_heads,
+                          decoder_attention_heads=cfg.n_heads, encoder_ffn_dim=cfg.d_ff,
+                          decoder_ffn_dim=cfg.d_ff, dropout=cfg.dropout, attention_dropout=0.0,
+                          activation_dropout=0.0, activation_function="relu", pad_token_id=PAD,
+                          decoder_start_token_id=1, eos_token_id=2, max_position_embeddings=cfg.max_len,
+                          scale_embedding=True, share_encoder_decoder_embeddings=True)
+        self.model = MarianMTModel._from_config(mc, attn_implementation="sdpa")
+
+    def forward(self, src, tgt):
+        return self.model(input_ids=src, attention_mask=(src != PAD).long(),
+                          decoder_input_ids=tgt).logits
+
+
+class Aiayn(nn.Module):
+    def __init__(self, cfg: TransformerConfig):
+        super().__init__()
+        self.model = Transformer(cfg)
+
+    def forward(self, src, tgt):
+        return self.model(src, tgt)
+
+
+def matmul_peak(seconds: float = 2.0, n: int = 2048) -> float:
+    """fp32 matmul FLOP/s on this machine, now (best of repeated n x n products)."""
+    a, b = torch.randn(n, n), torch.randn(n, n)
+    a @ b
+    best, end = 0.0, time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        t0 = time.perf_counter()
+        a @ b
+        best = max(best, 2 * n**3 / (time.perf_counter() - t0))
+    return best
+
+
+def model_flops(cfg: TransformerConfig, batch: int, t: int) -> float:
+    """Training FLOPs per step (forward + backward = 3 x forward) of the encoder-decoder's matmuls."""
+    d, f, n, v = cfg.d_model, cfg.d_ff, cfg.n_layers, cfg.vocab_size
+    tokens = batch * t
+    enc = n * (4 * d * d + 2 * d * f) * 2 * tokens + n * 2 * 2 * batch * t * t * d
+    dec = n * (8 * d * d + 2 * d * f) * 2 * tokens + n * 2 * 2 * batch * (t * t + t * t) * d
+    out = 2 * d * v * tokens
+    return 3.0 * (enc + dec + out)
+
+
+def make_batches(cfg: TransformerConfig, n: int, batch: int, t: int, seed: int = 0):
+    g = torch.Generator().manual_seed(seed)
+    out = []
+    for _ in range(n):
+        src = torch.randint(4, cfg.vocab_size, (batch, t), generator=g)
+        tgt = torch.randint(4, cfg.vocab_size, (batch, t + 1), generator=g)
+        lens = torch.randint(t // 2, t + 1, (batch,), generator=g)  # realistic padding
+        src[torch.arange(t)[None, :] >= lens[:, None]] = PAD
+        out.append((src, tgt[:, :-1], tgt[:, 1:]))
+    return out
+
+
+def time_training(model: nn.Module, batches, warmup: int) -> list[float]:
+    opt = torch.optim.Adam(model.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9)
+    model.train()
+    times = []
+    for i, (src, tgt_in, tgt_out) in enumerate(batches):
+        t0 = time.perf_counter()
+        logits = model(src, tgt_in)
+        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), tgt_out.reshape(-1),
+                               ignore_index=PAD, label_smoothing=0.1)
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        if i >= warmup:
+            times.append(time.perf_counter() - t0)
+    return times
+
+
+def run(name: str, steps: int, warmup: int, batch: int, t: int, rounds: int) -> list[dict]:
+    cfg = TransformerConfig(**CONFIGS[name], dropout=0.1, max_len=512)
+    batches = make_batches(cfg, steps + warmup, batch, t)
+    builders = {"aiayn": Aiayn, "torch.nn.Transformer": TorchTransformerMT, "HF Marian": MarianMT}
+    models = {}
+    for label, build in builders.items():
+        torch.manual_seed(0)
+        models[label] = build(cfg)
+    times: dict[str, list[float]] = {k: [] for k in models}
+    for _ in range(rounds):  # interleave rounds so drifts in machine load hit all models alike
+        for label, model in models.items():
+            times[label] += time_training(model, batches, warmup)
+    peak = matmul_peak()
+    flops = model_flops(cfg, batch, t)
+    rows = []
+    for label, ts in times.items():
+        step = statistics.median(ts)
+        rows.append(dict(config=name, model=label, step_s=step, tok_s=batch * t / step,
+                         mfu=flops / step / peak, peak=peak,
+                         params=sum(p.numel() for p in models[label].parameters())))
+    best_peer = max(r["tok_s"] for r in rows if r["model"] != "aiayn")
+    for r in rows:
+        r["vs_best_peer"] = r["tok_s"] / best_peer
+    return rows
+
+
+def table(rows: list[dict]) -> str:
+    lines = ["| config | model | params | step (s) | target tok/s | vs best peer | MFU |",
+             "|---|---|---|---|---|---|---|"]
+    for r in rows:
+        lines.append(f"| {r['config']} | {r['model']} | {r['params'] / 1e6:.1f}M | {r['step_s']:.3f} | "
+                     f"{r['tok_s']:,.0f} | {r['vs_best_peer']:.2f}x | {100 * r['mfu']:.0f}% |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--configs", nargs="+", default=list(CONFIGS), choices=list(CONFIGS))
+    p.add_argument("--steps", type=int, default=8, help="timed steps per round")
+    p.add_argument("--warmup", type=int, default=2)
+    p.add_argument("--rounds", type=int, default=2)
+    p.add_argument("--batch", type=int, default=64)
+    p.add_argument("--tokens", type=int, default=32, help="tokens per sentence (source and target)")
+    args = p.parse_args()
+    torch.manual_seed(0)
+    rows = []
+    for name in args.configs:
+        rows += run(name, args.steps, args.warmup, args.batch, args.tokens, args.rounds)
+        print(table(rows), flush=True)
+    print(f"\ntorch {torch.__version__}, {torch.get_num_threads()} threads, {platform.processor() or platform.machine()}; "
+          f"fp32 matmul peak {rows[0]['peak'] / 1e9:.0f} GFLOP/s")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,154 @@
+"""HF ViT (``transformers``' ViTModel / ViTForImageClassification, or a local checkpoint folder)
+-> aiayn VisionTransformer.
+
+ViT's foreign names live only here. Its layers are pre-norm encoder layers:
+
+    embeddings.cls_token (1, 1, D)            cls_token
+    embeddings.position_embeddings (1, N+1, D) positions.weight (N+1, D)
+    embeddings.patch_embeddings.projection    patch_embed.proj: a Conv2d kernel (D, C, P, P),
+                                              flattened to the Linear (D, C*P*P) of patchify's layout
+    encoder.layer.i.layernorm_before / layernorm_after
+                                              encoder.layers.i.attn_residual.norm / ffn_residual.norm
+    encoder.layer.i.attention.attention.query / key / value, attention.output.dense
+                                              encoder.layers.i.self_attn.q_proj / k_proj / v_proj / out_proj
+    encoder.layer.i.intermediate.dense / output.dense
+                                              encoder.layers.i.ffn.w1 / ffn.w2
+    (transformers >= 5 in memory: layers.i.attention.q_proj / k_proj / v_proj / o_proj, mlp.fc1 / fc2)
+    layernorm                                 encoder.norm
+    classifier                                head
+
+ViTModel's pooler (dense + tanh on [CLS]) is not used by ViTForImageClassification and has no
+counterpart; it is left out.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from aiayn.config import ViTConfig
+from aiayn.errors import UserError
+from aiayn.models.vit import VisionTransformer
+
+ACTIVATIONS = {"gelu": "gelu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "relu": "relu"}
+_LAYER = {
+    "layernorm_before": "attn_residual.norm", "layernorm_after": "ffn_residual.norm",
+    "attention.attention.query": "self_attn.q_proj", "attention.attention.key": "self_attn.k_proj",
+    "attention.attention.value": "self_attn.v_proj", "attention.output.dense": "self_attn.out_proj",
+    "intermediate.dense": "ffn.w1", "output.dense": "ffn.w2",
+    # transformers >= 5 names the same modules differently in memory (files keep the names above).
+    "attention.q_proj": "self_attn.q_proj", "attention.k_proj": "self_attn.k_proj",
+    "attention.v_proj": "self_attn.v_proj", "attention.o_proj": "self_attn.out_proj",
+    "mlp.fc1": "ffn.w1", "mlp.fc2": "ffn.w2",
+}
+_IGNORED = ("pooler.",)
+
+
+def config_from_hf(hf_config: Any, hf_state: Mapping[str, Tensor] | None = None) -> ViTConfig:
+    """A transformers ViTConfig (or its config.json as a dict) -> the ViTConfig of the same model."""
+    c = hf_config if isinstance(hf_config, Mapping) else hf_config.to_dict()
+    state = {k.removeprefix("vit."): v for k, v in (hf_state or {}).items()}
+    act = c.get("hidden_act", "gelu")
+    if act not in ACTIVATIONS:
+        raise UserError(f"ViT config hidden_act={act!r} is not supported (known: {', '.join(ACTIVATIONS)})")
+    if c.get("qkv_bias", True) is False:
+        raise UserError("ViT config qkv_bias=false is not supported (aiayn projections share one bias flag)")
+    size, patch = c.get("image_size", 224), c.get("patch_size", 16)
+    if isinstance(size, list | tuple) or isinstance(patch, list | tuple):
+        raise UserError("ViT config with non-square image_size / patch_size is not supported")
+    return ViTConfig(
+        d_model=c.get("hidden_size", 768), n_heads=c.get("num_attention_heads", 12),
+        d_ff=c.get("intermediate_size", 3072), n_layers=c.get("num_hidden_layers", 12),
+        activation=ACTIVATIONS[act], dropout=float(c.get("hidden_dropout_prob", 0.0)),
+        attn_dropout=float(c.get("attention_probs_dropout_prob", 0.0)),
+        layer_norm_eps=float(c.get("layer_norm_eps", 1e-12)), image_size=size, patch_size=patch,
+        channels=c.get("num_channels", 3),
+        n_classes=state["classifier.weight"].shape[0] if "classifier.weight" in state else 0)
+
+
+def convert_state_dict(hf_state: Mapping[str, Tensor], config: ViTConfig) -> dict[str, Tensor]:
+    """ViT parameter names and layouts -> a VisionTransformer state dict."""
+    out: dict[str, Tensor] = {}
+    unknown = []
+    for name, tensor in hf_state.items():
+        name = name.removeprefix("vit.")
+        if name.startswith(_IGNORED):
+            continue
+        ours = _map_name(name)
+        if ours is None:
+            unknown.append(name)
+            continue
+        if ours == "positions.weight":
+            tensor = tensor.reshape(tensor.shape[-2], tensor.shape[-1])  # (1, N+1, D) -> (N+1, D)
+        elif ours == "patch_embed.proj.weight":
+            tensor = tensor.reshape(tensor.shape[0], -1)  # (D, C, P, P) -> (D, C*P*P)
+        out[ours] = tensor.detach().clone()
+    if unknown:
+        raise UserError(f"ViT checkpoint has parameters with no VisionTransformer counterpart: {unknown[:3]}")
+    return out
+
+
+def _map_name(name: str) -> str | None:
+    fixed = {"embeddings.cls_token": "cls_token", "embeddings.position_embeddings": "positions.weight"}
+    if name in fixed:
+        return fixed[name]
+    module, _, param = name.rpartition(".")
+    top = {"embeddings.patch_embeddings.projection": "patch_embed.proj", "layernorm": "encoder.norm",
+           "classifier": "head"}
+    if module in top:
+        return f"{top[module]}.{param}"
+    parts = module.split(".")
+    if parts[:2] == ["encoder", "layer"]:  # checkpoint files: encoder.layer.i.*
+        parts = parts[1:]
+    if parts[0] in ("layer", "layers") and len(parts) > 2 and ".".join(parts[2:]) in _LAYER:
+        return f"encoder.layers.{parts[1]}.{_LAYER['.'.join(parts[2:])]}.{param}"
+    return None
+
+
+def _load(model: VisionTransformer, state: dict[str, Tensor], where: str) -> None:
+    missing, unexpected = model.load_state_dict(state, strict=False)
+    if missing or unexpected:
+        raise UserError(f"{where} do not match the config (missing {missing[:3]}, unexpected {unexpected[:3]})")
+
+
+def from_hf(hf_model: torch.nn.Module) -> VisionTransformer:
+    """A transformers ViTModel / ViTForImageClassification -> an equivalent VisionTransformer."""
+    state = hf_model.state_dict()
+    config = config_from_hf(hf_model.config, state)
+    model = VisionTransformer(config)
+    _load(model, convert_state_dict(state, config), "ViT weights")
+    return model.eval()
+
+
+def load_hf_folder(folder: str | Path) -> VisionTransformer:
+    """A local ViT folder (config.json + model.safetensors) -> VisionTransformer. No network."""
+    from safetensors.torch import load_file
+
+    folder = Path(folder)
+    config_path, weights_path = folder / "config.json", folder / "model.safetensors"
+    for path in (config_path, weights_path):
+        if not path.is_file():
+            raise UserError(f"{path}: not found (is {folder} a ViT checkpoint folder?)")
+    try:
+        hf_config = json.loads(config_path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise UserError(f"{config_path}: invalid JSON ({e})") from None
+    try:
+        state = load_file(str(weights_path))
+    except Exception as e:  # safetensors raises its own error types
+        raise UserError(f"{weights_path}: not a readable safetensors file ({e})") from None
+    try:
+        config = config_from_hf(hf_config, state)
+    except ValueError as e:
+        raise UserError(f"{config_path}: {e}") from None
+    model = VisionTransformer(config)
+    _load(model, convert_state_dict(state, config), str(weights_path))
+    return model.eval()
+
+
+__all__ = ["config_from_hf", "convert_state_dict", "from_hf", "load_hf_folder"]

@@ -1,0 +1,117 @@
+"""Batches by approximate length under a token budget (§5.1), and padding them into tensors.
+
+§5.1: "Sentence pairs were batched together by approximate sequence length. Each training batch
+contained a set of sentence pairs containing approximately 25000 source tokens and 25000 target
+tokens." ``token_batches`` does the grouping: examples are sorted by length, and consecutive
+ones are packed while the padded batch, (longest source + longest target) * batch size, stays
+within ``max_tokens``. Sorting first keeps padding small.
+
+The paper's 25k + 25k tokens per step rarely fit in memory at once (on 8 P100s they were split
+across GPUs). The trainer reaches them by gradient accumulation: one optimizer step sums the
+gradients of ``accum_steps`` batches, so a step sees up to ``max_tokens * accum_steps`` padded
+tokens, e.g. max_tokens=5000 with accum_steps=10 for ~50k (25k source + 25k target). Pass
+target lengths + 1 in ``lengths`` to budget exactly what ``collate`` builds (it adds <s>/</s>).
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass, fields
+
+import torch
+from torch import Tensor
+
+from aiayn.data.special import BOS, EOS, PAD
+from aiayn.errors import UserError
+
+
+def token_batches(lengths: Sequence[tuple[int, int]], max_tokens: int, shuffle: bool = True,
+                  seed: int = 0) -> list[list[int]]:
+    """Group example indices into batches of similar length; each index appears exactly once.
+
+    lengths[i] = (source length, target length) of example i. Every batch satisfies
+    ``(max source + max target) * len(batch) <= max_tokens``, except that an example over the
+    budget on its own still gets a batch of one. With ``shuffle`` the order of equal-length
+    examples and the order of the batches are shuffled, deterministically from ``seed`` (use
+    seed + epoch for a new order each epoch); without it, batches go from shortest to longest.
+    """
+    if max_tokens <= 0:
+        raise UserError(f"max_tokens={max_tokens} must be a positive number of tokens")
+    rng = random.Random(seed)
+    order = list(range(len(lengths)))
+    if shuffle:
+        rng.shuffle(order)  # ties in length then fall in a seed-dependent order
+    order.sort(key=lambda i: (lengths[i][0], lengths[i][1]))  # stable sort
+
+    batches: list[list[int]] = []
+    batch: list[int] = []
+    max_src = max_tgt = 0
+    for i in order:
+        src_len, tgt_len = lengths[i]
+        new_src, new_tgt = max(max_src, src_len), max(max_tgt, tgt_len)
+        if batch and (new_src + new_tgt) * (len(batch) + 1) > max_tokens:
+            batches.append(batch)
+            batch, new_src, new_tgt = [], src_len, tgt_len
+        batch.append(i)
+        max_src, max_tgt = new_src, new_tgt
+    if batch:
+        batches.append(batch)
+    if shuffle:
+        rng.shuffle(batches)
+    return batches
+
+
+@dataclass
+class Batch:
+    """Padded tensors for one step of teacher forcing (§3.1, Figure 1).
+
+    src      (B, S)  source ids, padded with pad_id
+    tgt_in   (B, T)  decoder input: <s> followed by the target (the output "shifted right")
+    tgt_out  (B, T)  what the decoder should predict: the target followed by </s>
+    """
+
+    src: Tensor
+    tgt_in: Tensor
+    tgt_out: Tensor
+    pad_id: int = PAD
+
+    def to(self, device: torch.device | str, non_blocking: bool = False) -> Batch:
+        return Batch(self.src.to(device, non_blocking=non_blocking),
+                     self.tgt_in.to(device, non_blocking=non_blocking),
+                     self.tgt_out.to(device, non_blocking=non_blocking), self.pad_id)
+
+    def __len__(self) -> int:
+        return self.src.size(0)
+
+    @property
+    def n_src_tokens(self) -> int:
+        return int((self.src != self.pad_id).sum())
+
+    @property
+    def n_tgt_tokens(self) -> int:
+        """Real target tokens (</s> included): what §5.4's loss is normalised by."""
+        return int((self.tgt_out != self.pad_id).sum())
+
+    def __repr__(self) -> str:
+        shapes = ", ".join(f"{f.name}={tuple(getattr(self, f.name).shape)}"
+                           for f in fields(self) if f.name != "pad_id")
+        return f"Batch({shapes}, n_tgt_tokens={self.n_tgt_tokens})"
+
+
+def collate(pairs_ids: Sequence[tuple[Sequence[int], Sequence[int]]], pad_id: int = PAD,
+            bos_id: int = BOS, eos_id: int = EOS) -> Batch:
+    """Pad a list of (source ids, target ids) into a Batch (ids without <s>/</s>)."""
+    if not pairs_ids:
+        raise UserError("collate: cannot build a batch from no examples")
+    n = len(pairs_ids)
+    s_len = max(len(src) for src, _ in pairs_ids)
+    t_len = max(len(tgt) for _, tgt in pairs_ids) + 1
+    src = torch.full((n, s_len), pad_id, dtype=torch.long)  # (B, S)
+    tgt_in = torch.full((n, t_len), pad_id, dtype=torch.long)  # (B, T)
+    tgt_out = torch.full((n, t_len), pad_id, dtype=torch.long)  # (B, T)
+    for b, (s, t) in enumerate(pairs_ids):
+        src[b, :len(s)] = torch.as_tensor(list(s), dtype=torch.long)
+        tgt_in[b, :len(t) + 1] = torch.as_tensor([bos_id, *t], dtype=torch.long)
+        tgt_out[b, :len(t) + 1] = torch.as_tensor([*t, eos_id], dtype=torch.long)
+    return Batch(src, tgt_in, tgt_out, pad_id)
