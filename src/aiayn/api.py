@@ -29,6 +29,14 @@ def _translator(folder: str | Path, device: str = "cpu"):
 register_loader("transformer", _translator)
 
 
+def _language_model(folder: str | Path, device: str = "cpu"):
+    from aiayn.lm import LanguageModel
+    return LanguageModel.load(folder, device)
+
+
+register_loader("decoder_lm", _language_model)
+
+
 def load(folder: str | Path, device: str = "cpu") -> Any:
     """The object for the model folder `folder` (e.g. a Translator with .translate())."""
     family = read_meta(folder)["family"]

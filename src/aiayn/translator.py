@@ -68,7 +68,7 @@ def decode_ids(model, src_ids: Sequence[Sequence[int]], *, beam: int = 4, alpha:
         else:
             out = beam_search(model, src, beam=beam, alpha=alpha, length_penalty=length_penalty,
                               **common)
-        for i, tokens in zip(rows, out):
+        for i, tokens in zip(rows, out, strict=True):
             results[i] = tokens
     return results
 

@@ -1,7 +1,156 @@
-"""Sub-commands of this family (registered by aiayn.cli.main)."""
+"""`aiayn lm train`, `aiayn lm eval`, `aiayn generate`: decoder-only (GPT-style) language models.
+
+    aiayn lm train CONFIG [key=value ...] (--corpus python-stdlib | --text FILE... [--valid FILE...])
+                   [--out DIR] [--resume]
+    aiayn lm eval --model DIR [--text FILE... | --split valid|test]
+    aiayn generate --model DIR --prompt "def " [--max-new-tokens 100] [--temperature 0.8]
+                   [--top-k 40] [--top-p 0.95] [--seed 0]
+
+CONFIG is a YAML/JSON file with sections out / model / data / train (configs/lm-*.yaml), or a
+model preset name (gpt2-mini, gpt2-small, tiny). Overrides use dotted keys: model.n_layers=2
+data.block_len=128 train.max_steps=200 out=runs/lm.
+"""
 
 from __future__ import annotations
 
+import argparse
+import sys
+
+from aiayn.errors import UserError
+
+SECTIONS = ("out", "model", "data", "train")
+
 
 def register(sub) -> None:
-    """Add this module's sub-commands to the `aiayn` parser (none yet)."""
+    """Add `aiayn lm train|eval` and `aiayn generate` to the `aiayn` parser."""
+    lm = sub.add_parser("lm", help="train or evaluate a decoder-only language model",
+                        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    lm.set_defaults(func=lambda args: (lm.print_help(), 2)[1])
+    cmds = lm.add_subparsers(dest="lm_command", metavar="COMMAND")
+
+    train = cmds.add_parser("train", help="train a language model (GPT-style)")
+    train.add_argument("config", metavar="CONFIG", help="config file, or a preset name")
+    train.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="e.g. train.max_steps=100")
+    src = train.add_mutually_exclusive_group()
+    src.add_argument("--corpus", help="built-in text corpus (python-stdlib)")
+    src.add_argument("--text", nargs="+", metavar="FILE", help="training text files (UTF-8)")
+    train.add_argument("--valid", nargs="+", metavar="FILE", default=[],
+                       help="validation files (default: the last lines of each --text file)")
+    train.add_argument("--out", help="model folder to write (or `out:` in the config)")
+    train.add_argument("--resume", action="store_true", help="continue the run in --out")
+    train.set_defaults(func=_train)
+
+    ev = cmds.add_parser("eval", help="perplexity and bits per byte of a language model")
+    ev.add_argument("--model", required=True, metavar="DIR")
+    ev.add_argument("--text", nargs="+", metavar="FILE", help="files to score (each a document)")
+    ev.add_argument("--split", choices=("valid", "test"), default=None,
+                    help="a split of the model's training corpus (default: test, else valid)")
+    ev.add_argument("--batch-size", type=int, default=8)
+    ev.set_defaults(func=_eval)
+
+    gen = sub.add_parser("generate", help="continue a prompt with a language model (streaming)")
+    gen.add_argument("--model", required=True, metavar="DIR")
+    gen.add_argument("--prompt", default="", help="text to continue (default: empty)")
+    gen.add_argument("--max-new-tokens", type=int, default=100)
+    gen.add_argument("--temperature", type=float, default=1.0, help="0 = greedy")
+    gen.add_argument("--top-k", type=int, default=None)
+    gen.add_argument("--top-p", type=float, default=None)
+    gen.add_argument("--seed", type=int, default=None)
+    gen.set_defaults(func=_generate)
+
+
+def _experiment(args: argparse.Namespace):
+    """(out, model fields, LMDataConfig, TrainConfig) from CONFIG + overrides + flags."""
+    from pathlib import Path
+
+    from aiayn.config import DECODER_LM_PRESETS, TrainConfig
+    from aiayn.errors import ConfigError
+    from aiayn.lm import LM_TRAIN_DEFAULTS, LMDataConfig
+    from aiayn.training.experiment import apply_overrides, read_config_file
+
+    where = args.config
+    if args.config in DECODER_LM_PRESETS and not Path(args.config).exists():
+        raw = {"model": {"preset": args.config}}
+    else:
+        raw = read_config_file(args.config)
+    raw = apply_overrides(raw, args.overrides, where)
+    unknown = sorted(set(raw) - set(SECTIONS))
+    if unknown:
+        raise UserError(f"{where}: unknown key {unknown[0]!r}; keys are {', '.join(SECTIONS)}")
+    sections = {}
+    for name in ("model", "data", "train"):
+        sections[name] = raw.get(name) or {}
+        if not isinstance(sections[name], dict):
+            raise UserError(f"{where}: {name}: expected a mapping of fields, got {sections[name]!r}")
+    if args.corpus:
+        sections["data"]["corpus"] = args.corpus
+    elif args.text:
+        sections["data"]["corpus"] = None
+    try:
+        data = LMDataConfig.from_dict(sections["data"])
+    except ConfigError as e:
+        raise UserError(f"{where}: data: {e}") from None
+    try:
+        train = TrainConfig.from_dict({**LM_TRAIN_DEFAULTS, **sections["train"]})
+    except ConfigError as e:
+        raise UserError(f"{where}: train: {e}") from None
+    out = args.out or raw.get("out")
+    if not isinstance(out, str) or not out:
+        raise UserError(f"{where}: no output folder: pass --out DIR or set out: in the config")
+    return out, sections["model"], data, train
+
+
+def _train(args: argparse.Namespace) -> int:
+    from aiayn.lm import build_lm_config, train_lm
+
+    out, model, data, train = _experiment(args)
+    build_lm_config(model, data.vocab_size, args.config)  # a bad model section fails before data
+    result = train_lm(model, train, data, out, texts=args.text or (), valid_texts=args.valid,
+                      resume=args.resume, say=lambda s: print(s, flush=True))
+    m = result.metrics
+    valid = f", valid loss {m['valid_loss']:.3f} ({m['valid_bpb']:.3f} bits/byte)" \
+        if "valid_loss" in m else ""
+    how = "interrupted" if result.interrupted else f"stopped by {result.stopped_by}"
+    print(f"trained {result.step} steps, {result.tokens:,} tokens in {result.seconds:.0f} s "
+          f"({how}){valid}; model saved in {out}")
+    print(f'generate with: aiayn generate --model {out} --prompt "def "')
+    return 130 if result.interrupted else 0
+
+
+def _eval(args: argparse.Namespace) -> int:
+    from aiayn.lm import LanguageModel, LMDataConfig, load_splits, read_documents, score_documents
+
+    lm = LanguageModel.load(args.model)
+    if args.batch_size < 1:
+        raise UserError(f"--batch-size {args.batch_size}: must be a positive integer")
+    exp = lm.meta.get("experiment", {})
+    data = LMDataConfig.from_dict(exp.get("data", {}))
+    if args.text:
+        docs, what = read_documents(args.text), f"{len(args.text)} file(s)"
+    else:
+        splits = load_splits(data, exp.get("texts", []), exp.get("valid_texts", []))
+        split = args.split or ("test" if "test" in splits else "valid")
+        if split not in splits:
+            raise UserError(f"{args.model} was trained on --text files: it has no {split} split; "
+                            "score files with --text FILE...")
+        docs, what = splits[split], f"the {split} split"
+    block_len = data.block_len or lm.model.config.max_len
+    r = score_documents(lm.model, lm.tokenizer, docs, block_len, batch_size=args.batch_size)
+    print(f"{what}: loss {r['loss']:.4f} nats/token, perplexity {r['perplexity']:.2f}, "
+          f"{r['bits_per_byte']:.4f} bits/byte ({r['tokens']:,} tokens, {r['bytes']:,} bytes)")
+    return 0
+
+
+def _generate(args: argparse.Namespace) -> int:
+    from aiayn.lm import LanguageModel
+
+    lm = LanguageModel.load(args.model)
+    out = sys.stdout
+    out.write(args.prompt)
+    out.flush()
+    for piece in lm.stream(args.prompt, args.max_new_tokens, temperature=args.temperature,
+                           top_k=args.top_k, top_p=args.top_p, seed=args.seed):
+        out.write(piece)
+        out.flush()  # stream: each token appears as soon as it is produced
+    out.write("\n")
+    return 0

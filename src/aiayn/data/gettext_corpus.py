@@ -12,7 +12,7 @@ Ordner zu den Lesezeichen hinzufügen"). Python's ``gettext.GNUTranslations`` re
 * accelerator markers are removed where obvious: one "_" or "&" before a letter on each side,
   sitting in words that differ between the two sides ("Be_fore:" / "Be_vor:" -> "Before:" /
   "Bevor:"), so identifiers shared by both ("wal_level", "AT&T") are kept;
-* entries shorter than ``min_letters`` letters or longer than ``max_chars`` characters (on
+* entries with fewer than ``min_letters`` letters outside printf placeholders or longer than ``max_chars`` characters (on
   either side), and entries identical in both languages (untranslated), are dropped.
 
 printf placeholders (%s, %d, %1$s, %lu, ...) and markup are kept verbatim: they are tokens a
@@ -98,6 +98,8 @@ def _normalise(text: str) -> str:
     return " ".join(text.split(_CONTEXT_SEP)[-1].split())
 
 
+# printf conversions (%s, %-9.9s, %1$s, %lu, %%): not letters of the message
+_PRINTF = re.compile(r"%(\d+\$)?[-+ #0']*(\d+|\*)?(\.(\d+|\*))?(hh|h|ll|l|L|q|j|z|t)?[diouxXeEfFgGaAcspn%]")
 _UNDERSCORE = re.compile(r"_(?=\w)")
 _AMPERSAND = re.compile(r"(?<![\w&])&(?=[^\W\d_])(?!\w*;)")
 
@@ -123,9 +125,13 @@ def _clean_entry(msgid: str, msgstr: str, min_letters: int, max_chars: int) -> P
     en, de = _strip_accelerators(_normalise(msgid), _normalise(msgstr))
     if en == de or max(len(en), len(de)) > max_chars:
         return None
-    if min(sum(c.isalpha() for c in en), sum(c.isalpha() for c in de)) < min_letters:
+    if min(_letters(en), _letters(de)) < min_letters:
         return None
     return en, de
+
+
+def _letters(text: str) -> int:
+    return sum(c.isalpha() for c in _PRINTF.sub("", text))
 
 
 def gettext_entries(lang: str = "de", locale_dir: str | Path = LOCALE_DIR, min_letters: int = 2,

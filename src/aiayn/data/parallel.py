@@ -63,7 +63,7 @@ def read_parallel(src_path: str | Path, tgt_path: str | Path) -> list[Pair]:
         raise UserError(f"mismatched line counts: {src_path} has {len(src_lines)} lines, "
                         f"{tgt_path} has {len(tgt_lines)}")
     return [(_sentence(s, src_path, i), _sentence(t, tgt_path, i))
-            for i, (s, t) in enumerate(zip(src_lines, tgt_lines), start=1)]
+            for i, (s, t) in enumerate(zip(src_lines, tgt_lines, strict=True), start=1)]
 
 
 def read_tsv(path: str | Path) -> list[Pair]:

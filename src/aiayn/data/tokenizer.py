@@ -29,8 +29,8 @@ import string
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from tokenizers import Tokenizer as HFTokenizer
 from tokenizers import Regex, decoders, models, pre_tokenizers, trainers
+from tokenizers import Tokenizer as HFTokenizer
 
 from aiayn.data.special import SPECIAL_TOKENS, UNK_TOKEN
 from aiayn.errors import UserError

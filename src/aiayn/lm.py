@@ -1,0 +1,359 @@
+"""Language models in one object: train, load, generate (streaming), and score text.
+
+    from aiayn import load
+    lm = load("stdlib-lm")                     # a LanguageModel
+    print(lm.generate("def parse(", max_new_tokens=50, temperature=0.8, top_k=40, seed=0))
+    lm.evaluate(open("some.py").read())        # {"loss", "perplexity", "bits_per_byte", ...}
+
+A document is tokenized as <s> text </s> (aiayn.data.special); documents are concatenated into one
+token stream and cut into blocks of ``block_len + 1`` tokens, each block giving ``block_len``
+next-token predictions. A prompt is <s> + its tokens; generation stops at </s>.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from aiayn.config import DECODER_LM_PRESETS, BlockConfig, DecoderLMConfig, TrainConfig, _fail
+from aiayn.data.special import BOS, EOS, PAD, UNK
+from aiayn.data.stdlib_corpus import Document, load_text_corpus
+from aiayn.data.tokenizer import Tokenizer
+from aiayn.errors import ConfigError, UserError
+from aiayn.folder import load_model, read_meta, save_model
+from aiayn.generation.lm import stream as stream_tokens
+from aiayn.models.decoder_lm import DecoderLM
+from aiayn.training.losses import label_smoothed_nll
+from aiayn.training.stream import BatchStream
+
+FAMILY = "decoder_lm"
+LM_TOKENIZERS = ("byte_bpe", "char")
+# TrainConfig defaults for language models (`aiayn lm train`), under the config file's train
+# section. Not the paper's translation recipe (§5.3-§5.4) but the common GPT one (nanoGPT): no
+# label smoothing (it would cap perplexity), AdamW with a peak lr, warmup, cosine decay, clipping.
+LM_TRAIN_DEFAULTS: dict[str, Any] = dict(
+    lr_schedule="cosine", lr=1e-3, warmup_steps=100, adam_beta2=0.99, adam_eps=1e-8,
+    weight_decay=0.1, clip_norm=1.0, label_smoothing=0.0, max_tokens=8192, max_steps=5000,
+    eval_every=500, save_every=500)
+
+
+@dataclass
+class LMDataConfig:
+    """What a language model learns from, and how the text is cut into training examples."""
+
+    corpus: str | None = None  # a built-in text corpus ("python-stdlib"); None with --text files
+    max_bytes: int | None = 4_000_000  # cap on the built-in corpus (None: all of it)
+    tokenizer: str = "byte_bpe"  # byte_bpe (GPT-2's byte-level BPE) | char
+    vocab_size: int = 8192  # tokenizer vocabulary; the model's vocab_size is set from it
+    block_len: int | None = None  # tokens of context per training example; None: max_len
+    valid_frac: float = 0.05  # --text without --valid: the last lines of each file held out
+    eval_tokens: int = 200_000  # validation tokens scored at each evaluation (0: all)
+
+    _check_types = BlockConfig._check_types
+    field_names = classmethod(BlockConfig.field_names.__func__)
+    from_dict = classmethod(BlockConfig.from_dict.__func__)
+    to_dict = BlockConfig.to_dict
+    replace = BlockConfig.replace
+
+    def __post_init__(self) -> None:
+        self._check_types()
+        if self.tokenizer not in LM_TOKENIZERS:
+            _fail("tokenizer", self.tokenizer, f"must be one of {', '.join(LM_TOKENIZERS)}")
+        for name in ("vocab_size", "block_len"):
+            if getattr(self, name) is not None and getattr(self, name) <= 0:
+                _fail(name, getattr(self, name), "must be a positive integer")
+        if self.max_bytes is not None and self.max_bytes <= 0:
+            _fail("max_bytes", self.max_bytes, "must be positive (or null for no cap)")
+        if not 0.0 <= self.valid_frac < 1.0:
+            _fail("valid_frac", self.valid_frac, "must be in [0, 1)")
+        if self.eval_tokens < 0:
+            _fail("eval_tokens", self.eval_tokens, "must be non-negative")
+
+
+# -- documents and token streams -------------------------------------------------------------
+
+def read_documents(paths: Sequence[str | Path]) -> list[Document]:
+    """Each file is one document (name, UTF-8 text)."""
+    docs = []
+    for path in paths:
+        path = Path(path)
+        try:
+            docs.append((str(path), path.read_text(encoding="utf-8")))
+        except FileNotFoundError:
+            raise UserError(f"{path}: no such file") from None
+        except UnicodeDecodeError as e:
+            raise UserError(f"{path}: not UTF-8 text (byte {e.start})") from None
+        except OSError as e:
+            raise UserError(f"{path}: cannot read ({e.strerror})") from None
+    return docs
+
+
+def hold_out_tail(docs: Sequence[Document], frac: float) -> tuple[list[Document], list[Document]]:
+    """Split each document at a line break: the last `frac` of its lines go to validation."""
+    train, valid = [], []
+    for name, text in docs:
+        lines = text.splitlines(keepends=True)
+        cut = len(lines) - (math.ceil(len(lines) * frac) if frac > 0 and len(lines) > 1 else 0)
+        train.append((name, "".join(lines[:cut])))
+        if cut < len(lines):
+            valid.append((name + " (tail)", "".join(lines[cut:])))
+    return train, valid
+
+
+def doc_tokens(tokenizer: Tokenizer, docs: Sequence[Document]) -> list[Tensor]:
+    """<s> text </s> of each document, as 1-D LongTensors."""
+    ids = tokenizer.encode_batch([text for _, text in docs])
+    return [torch.tensor([BOS, *d, EOS], dtype=torch.long) for d in ids]
+
+
+def block_batches(tokens: Tensor, block_len: int, batch_size: int, seed: int) -> BatchStream:
+    """A resumable stream of (B, block_len + 1) blocks of the token stream, reshuffled each epoch.
+
+    Epoch e cuts the stream at a random offset in [0, block_len) (0 for epoch 0) into
+    non-overlapping blocks, visits them in a random order (seed, e), batch_size at a time.
+    """
+    n_blocks = (tokens.numel() - 1) // block_len
+    if n_blocks < 1:
+        raise UserError(f"the training text has {tokens.numel()} tokens: too few for one block of "
+                        f"block_len={block_len} (lower data.block_len or give more text)")
+
+    def plan(epoch: int) -> list[list[int]]:
+        g = torch.Generator().manual_seed(seed * 1_000_003 + epoch)
+        # An offset that still leaves at least one whole block.
+        max_offset = min(block_len - 1, tokens.numel() - 1 - block_len)
+        offset = int(torch.randint(max_offset + 1, (1,), generator=g)) if epoch else 0
+        count = (tokens.numel() - 1 - offset) // block_len
+        starts = [offset + i * block_len for i in torch.randperm(count, generator=g).tolist()]
+        return [starts[i:i + batch_size] for i in range(0, len(starts), batch_size)]
+
+    def collate(starts: list[int]) -> Tensor:
+        return torch.stack([tokens[s:s + block_len + 1] for s in starts])
+
+    return BatchStream(plan, collate)
+
+
+def lm_loss(model, batch: Tensor, label_smoothing: float = 0.0) -> tuple[Tensor, int, dict]:
+    """The Trainer's loss_fn: summed next-token cross-entropy of blocks (B, L + 1)."""
+    inputs, targets = batch[:, :-1], batch[:, 1:]
+    logits = model(inputs)  # (B, L, V)
+    if label_smoothing > 0:  # §5.4's smoothing; language models usually train without it
+        loss, nll, n = label_smoothed_nll(logits, targets, label_smoothing, pad_id=None)
+        return loss, n, {"nll": nll}
+    loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), targets.reshape(-1),
+                           reduction="sum")
+    return loss, targets.numel(), {}
+
+
+@torch.no_grad()
+def score_tokens(model, tokens: Tensor, block_len: int, batch_size: int = 8) -> tuple[float, int]:
+    """(summed NLL in nats, number of predictions) of a token stream, cut into non-overlapping
+    windows of block_len predictions (each token predicted once, from the window's context)."""
+    device = next(model.parameters()).device
+    starts = list(range(0, tokens.numel() - 1, block_len))
+    full = [s for s in starts if s + block_len + 1 <= tokens.numel()]
+    nll, count = 0.0, 0
+    groups = [full[i:i + batch_size] for i in range(0, len(full), batch_size)]
+    if len(full) < len(starts):
+        groups.append(starts[-1:])  # the shorter last window
+    for group in groups:
+        end = min(block_len + 1, tokens.numel() - group[0])
+        batch = torch.stack([tokens[s:s + end] for s in group]).to(device)
+        loss, n, _ = lm_loss(model, batch)
+        nll += float(loss)
+        count += n
+    return nll, count
+
+
+def score_documents(model, tokenizer: Tokenizer, docs: Sequence[Document], block_len: int,
+                    max_tokens: int = 0, batch_size: int = 8) -> dict[str, float]:
+    """Loss, perplexity and bits per UTF-8 byte of documents (the first ones reaching max_tokens,
+    when set). Bits per byte = summed NLL / ln 2 / bytes: comparable across tokenizers."""
+    chosen, total = [], 0
+    for doc, ids in zip(docs, doc_tokens(tokenizer, docs), strict=True):
+        if max_tokens and total >= max_tokens:
+            break
+        chosen.append((doc, ids))
+        total += ids.numel()
+    if not chosen:
+        raise UserError("no validation text to score")
+    nll, n = score_tokens(model, torch.cat([ids for _, ids in chosen]), block_len, batch_size)
+    n_bytes = sum(len(text.encode("utf-8")) for (_, text), _ in chosen)
+    return {"loss": nll / n, "perplexity": math.exp(min(nll / n, 700.0)),
+            "bits_per_byte": nll / math.log(2) / max(n_bytes, 1), "tokens": n, "bytes": n_bytes}
+
+
+# -- the user-facing object -------------------------------------------------------------------
+
+class LanguageModel:
+    """A DecoderLM and its tokenizer, ready to generate and score text."""
+
+    def __init__(self, model: DecoderLM, tokenizer: Tokenizer, device: str | torch.device = "cpu",
+                 meta: dict[str, Any] | None = None):
+        self.model = model.to(device).eval()
+        self.tokenizer = tokenizer
+        self.device = torch.device(device)
+        self.meta = dict(meta or {})
+
+    @classmethod
+    def load(cls, folder: str | Path, device: str | torch.device = "cpu") -> LanguageModel:
+        model, meta = load_model(folder, device)
+        if meta["family"] != FAMILY:
+            raise UserError(f"{folder}: a {meta['family']!r} model, not a language model")
+        tokenizer = Tokenizer.load(folder)
+        if tokenizer.vocab_size > model.config.vocab_size:
+            raise UserError(f"{folder}: tokenizer has {tokenizer.vocab_size} tokens but the model "
+                            f"only {model.config.vocab_size}")
+        return cls(model, tokenizer, device, meta)
+
+    def save(self, folder: str | Path) -> Path:
+        save_model(folder, FAMILY, self.model, self.meta)
+        self.tokenizer.save(folder)
+        return Path(folder)
+
+    def stream(self, prompt: str = "", max_new_tokens: int = 100, temperature: float = 1.0,
+               top_k: int | None = None, top_p: float | None = None,
+               seed: int | None = None) -> Iterator[str]:
+        """Yield the continuation of `prompt` piece by piece as tokens are produced (KV cache).
+        temperature 0 is greedy. A piece is held back while it ends in an incomplete character."""
+        ids = torch.tensor([[BOS, *self.tokenizer.encode(prompt)]], device=self.device)
+        out: list[int] = []
+        shown = ""
+        for token in stream_tokens(self.model, ids, max_new_tokens, temperature=temperature,
+                                   top_k=top_k, top_p=top_p, seed=seed, eos_id=EOS, pad_id=PAD,
+                                   banned=(PAD, BOS, UNK)):
+            if int(token) == EOS:
+                break
+            out.append(int(token))
+            text = self.tokenizer.decode(out)
+            if text.endswith("\ufffd"):  # a byte-level token that ends mid-character
+                continue
+            if len(text) > len(shown):
+                yield text[len(shown):]
+                shown = text
+        text = self.tokenizer.decode(out)
+        if len(text) > len(shown):
+            yield text[len(shown):]
+
+    def generate(self, prompt: str = "", max_new_tokens: int = 100, **options) -> str:
+        """The continuation of `prompt` (without the prompt). Options as for `stream`."""
+        return "".join(self.stream(prompt, max_new_tokens, **options))
+
+    def evaluate(self, texts: str | Sequence[str], block_len: int | None = None,
+                 batch_size: int = 8) -> dict[str, float]:
+        """Loss (nats/token), perplexity and bits per byte of `texts` (each one a document)."""
+        texts = [texts] if isinstance(texts, str) else list(texts)
+        docs = [(str(i), t) for i, t in enumerate(texts)]
+        trained = self.meta.get("experiment", {}).get("data", {}).get("block_len")
+        block_len = block_len or trained or self.model.config.max_len
+        return score_documents(self.model, self.tokenizer, docs, block_len, batch_size=batch_size)
+
+
+# -- training ---------------------------------------------------------------------------------
+
+def load_splits(data: LMDataConfig, texts: Sequence[str | Path] = (),
+                valid_texts: Sequence[str | Path] = ()) -> dict[str, list[Document]]:
+    """train / valid documents from --text files (and --valid files, or held-out tails), or the
+    built-in corpus named by data.corpus."""
+    if texts:
+        train = read_documents(texts)
+        if valid_texts:
+            return {"train": train, "valid": read_documents(valid_texts)}
+        train, valid = hold_out_tail(train, data.valid_frac)
+        return {"train": train, "valid": valid}
+    if data.corpus is None:
+        raise UserError("no training text: give --text FILE... or --corpus python-stdlib")
+    return load_text_corpus(data.corpus, max_bytes=data.max_bytes)  # train / valid / test
+
+
+def build_lm_config(model: DecoderLMConfig | dict[str, Any], vocab_size: int,
+                    where: str = "config") -> DecoderLMConfig:
+    """A DecoderLMConfig from a config or a dict of fields (with an optional "preset"), with the
+    tokenizer's vocabulary size and padding id."""
+    if isinstance(model, DecoderLMConfig):
+        return model.replace(vocab_size=vocab_size, pad_id=PAD)
+    fields = dict(model)
+    name = fields.pop("preset", None)
+    if name is not None and name not in DECODER_LM_PRESETS:
+        raise UserError(f"{where}: model.preset={name!r}: unknown preset; choose one of "
+                        f"{', '.join(DECODER_LM_PRESETS)}")
+    for key in ("vocab_size", "pad_id"):
+        if key in fields:
+            raise UserError(f"{where}: model.{key}: set by the tokenizer (use data.vocab_size)")
+    try:
+        return DecoderLMConfig.from_dict({**DECODER_LM_PRESETS.get(name, {}), **fields,
+                                          "vocab_size": vocab_size, "pad_id": PAD})
+    except ConfigError as e:
+        raise UserError(f"{where}: model: {e}") from None
+
+
+def _check_resume(out: Path, now: dict[str, Any]) -> None:
+    before = read_meta(out).get("experiment", {})
+    for section in ("model", "data", "texts"):
+        if before.get(section) != now[section]:
+            raise UserError(f"--resume: the {section} settings differ from the run in {out}; "
+                            "only the train settings may change")
+
+
+def train_lm(model: DecoderLMConfig | dict[str, Any], train: TrainConfig, data: LMDataConfig,
+             out: str | Path, texts: Sequence[str | Path] = (),
+             valid_texts: Sequence[str | Path] = (), resume: bool = False,
+             say: Callable[[str], None] = print):
+    """Train a language model into the folder `out` (tokenizer, config, weights, train state,
+    metrics). A resumed run must use the same model and data settings; train settings (e.g. a
+    larger max_steps) may change. Returns the Trainer's TrainResult."""
+    from aiayn.training.trainer import Trainer, seed_everything
+    from aiayn.training.translation import check_out_folder
+
+    out = Path(out)
+    check_out_folder(out, resume)
+    t0 = time.monotonic()
+    splits = load_splits(data, texts, valid_texts)
+    if resume:
+        tokenizer = Tokenizer.load(out)
+    else:
+        tokenizer = Tokenizer.train([t for _, t in splits["train"]], data.vocab_size, data.tokenizer)
+    model_cfg = build_lm_config(model, tokenizer.vocab_size)
+    experiment = {"model": model_cfg.to_dict(), "data": data.to_dict(),
+                  "texts": [str(p) for p in texts], "valid_texts": [str(p) for p in valid_texts]}
+    if resume:
+        _check_resume(out, experiment)
+    block_len = data.block_len or model_cfg.max_len
+    if model_cfg.positions == "learned" and block_len > model_cfg.max_len:
+        raise UserError(f"data.block_len={block_len} exceeds model.max_len={model_cfg.max_len}")
+    stream = torch.cat(doc_tokens(tokenizer, splits["train"]))
+    say(f"data: {len(splits['train'])} training documents ({stream.numel():,} tokens), "
+        f"{len(splits['valid'])} validation documents, vocabulary {tokenizer.vocab_size} "
+        f"({time.monotonic() - t0:.1f} s)")
+    seed_everything(train.seed)
+    lm = DecoderLM(model_cfg)
+    say(f"model: {lm.num_parameters():,} parameters (d_model {model_cfg.d_model}, "
+        f"{model_cfg.n_layers} layers, {model_cfg.n_heads} heads)")
+    batches = block_batches(stream, block_len, max(1, train.max_tokens // block_len), train.seed)
+
+    def evaluate(m) -> dict[str, float]:
+        if not splits["valid"]:
+            return {}
+        r = score_documents(m, tokenizer, splits["valid"], block_len, data.eval_tokens)
+        return {"valid_loss": r["loss"], "valid_ppl": r["perplexity"], "valid_bpb": r["bits_per_byte"]}
+
+    def loss_fn(m, batch):
+        return lm_loss(m, batch, train.label_smoothing)
+
+    if not resume:
+        tokenizer.save(out)
+    trainer = Trainer(lm, train, batches, loss_fn, out, family=FAMILY,
+                      meta={"task": "language-modeling", "experiment": experiment},
+                      evaluate=evaluate)
+    return trainer.fit(resume=resume)
+
+
+__all__ = ["LMDataConfig", "LanguageModel", "block_batches", "build_lm_config", "lm_loss",
+           "score_documents", "score_tokens", "train_lm"]
