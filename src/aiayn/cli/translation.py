@@ -1,7 +1,172 @@
-"""Sub-commands of this family (registered by aiayn.cli.main)."""
+"""`aiayn demo | train | translate | eval | average`: the translation model's commands.
+
+    aiayn demo [--out DIR] [--minutes M]                 train on dates-numbers, report, show
+    aiayn train CONFIG [key=value ...] [--out DIR] [--resume]
+    aiayn translate --model DIR [--beam 4] [--alpha 0.6] [--length-penalty gnmt|avg] [TEXT ...]
+    aiayn eval --model DIR --src FILE --ref FILE [--json]
+    aiayn average --model DIR [--last 5] --out DIR2      (§6.1 checkpoint averaging)
+
+Commands are thin: each parses its arguments and calls a typed function.
+"""
 
 from __future__ import annotations
 
+import argparse
+import json
+import sys
+import time
+
+from aiayn.errors import UserError
+
+RAW = argparse.RawDescriptionHelpFormatter
+
 
 def register(sub) -> None:
-    """Add this module's sub-commands to the `aiayn` parser (none yet)."""
+    """Add the translation commands to the `aiayn` parser."""
+    p = sub.add_parser("demo", help="train a small translator on dates & numbers (CPU, minutes)",
+                       description="Train a Transformer to translate English dates and numbers "
+                       "into German on the CPU, then report test exact match / BLEU, show sample "
+                       "translations and a cross-attention heatmap.")
+    p.add_argument("--out", default="demo-model", help="model folder to write (default: demo-model)")
+    p.add_argument("--minutes", type=float, default=None,
+                   help="training time budget in minutes (default: the demo config's, 7)")
+    p.add_argument("--beam", type=int, default=4, help="beam size for the test set (default 4)")
+    p.add_argument("--test", type=int, default=None, metavar="N", help="score only N test pairs")
+    p.add_argument("overrides", nargs="*", metavar="key=value",
+                   help="change the demo recipe, e.g. train.max_tokens=1000")
+    p.set_defaults(func=_demo)
+
+    p = sub.add_parser("train", help="train a translation model from a config file",
+                       description="Train a Transformer (§5) as a CONFIG file (YAML or JSON) says; "
+                       "dotted key=value arguments override it (train.max_steps=100).",
+                       formatter_class=RAW)
+    p.add_argument("config", help="experiment file: out / model / data / train sections")
+    p.add_argument("overrides", nargs="*", metavar="key=value")
+    p.add_argument("--out", help="model folder (default: the config's out)")
+    p.add_argument("--resume", action="store_true", help="continue the run saved in the folder")
+    p.set_defaults(func=_train)
+
+    p = sub.add_parser("translate", help="translate sentences (arguments, or one per stdin line)")
+    _model_args(p)
+    p.add_argument("sentences", nargs="*", metavar="TEXT",
+                   help="sentences to translate (default: read one per line from stdin)")
+    p.set_defaults(func=_translate)
+
+    p = sub.add_parser("eval", help="sacreBLEU, chrF, exact match and speed on a test set")
+    _model_args(p)
+    p.add_argument("--src", required=True, help="source sentences, one per line")
+    p.add_argument("--ref", required=True, help="reference translations, aligned with --src")
+    p.add_argument("--hyp", help="also write the translations to this file")
+    p.add_argument("--json", action="store_true", help="print the scores as JSON")
+    p.set_defaults(func=_eval)
+
+    p = sub.add_parser("average", help="average the last N checkpoints into a new folder (§6.1)")
+    p.add_argument("--model", required=True, help="model folder with checkpoints/")
+    p.add_argument("--last", type=int, default=5, help="how many checkpoints (default 5, §6.1)")
+    p.add_argument("--out", required=True, help="new model folder for the averaged weights")
+    p.set_defaults(func=_average)
+
+
+def _model_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--model", required=True, help="model folder")
+    p.add_argument("--beam", type=int, default=4, help="beam size; 1 = greedy (default 4, §6.1)")
+    p.add_argument("--alpha", type=float, default=0.6, help="length penalty alpha (default 0.6)")
+    p.add_argument("--length-penalty", default="gnmt", choices=("gnmt", "avg"),
+                   help="gnmt: ((5+|Y|)/6)^alpha (§6.1, default); avg: |Y|^alpha")
+    p.add_argument("--batch-size", type=int, default=64, help="sentences per batch (default 64)")
+    p.add_argument("--device", default="cpu")
+
+
+def _decode_opts(args: argparse.Namespace) -> dict:
+    return dict(beam=args.beam, alpha=args.alpha, length_penalty=args.length_penalty,
+                batch_size=args.batch_size)
+
+
+def _train(args: argparse.Namespace) -> int:
+    from aiayn.training.experiment import load_experiment
+    from aiayn.training.translation import train_translation
+
+    exp = load_experiment(args.config, args.overrides)
+    result, out = train_translation(exp, resume=args.resume, out=args.out,
+                                    say=lambda m: print(m, file=sys.stderr))
+    return _report_training(result, out)
+
+
+def _report_training(result, out) -> int:
+    if result.interrupted:
+        print(f"aiayn: interrupted at step {result.step}; saved to {out} "
+              f"(continue with --resume)", file=sys.stderr)
+        return 130
+    scores = {k: v for k, v in result.metrics.items() if k.startswith("valid_")}
+    summary = ", ".join(f"{k} {v:.4g}" for k, v in scores.items())
+    print(f"trained {result.step} steps in {result.seconds:.0f} s ({result.stopped_by}); "
+          f"{summary}; model in {out}")
+    return 0
+
+
+def _read_stdin_lines() -> list[str]:
+    data = sys.stdin.buffer.read()
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        line = data[:e.start].count(b"\n") + 1
+        raise UserError(f"<stdin>:{line}: invalid UTF-8 (byte 0x{data[e.start]:02x})") from None
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    return [line.removesuffix("\r") for line in lines]
+
+
+def _translate(args: argparse.Namespace) -> int:
+    from aiayn.api import load
+
+    translator = load(args.model, device=args.device)
+    sentences = args.sentences or _read_stdin_lines()
+    for line in translator.translate(sentences, **_decode_opts(args)):
+        print(line)
+    sys.stdout.flush()
+    return 0
+
+
+def _eval(args: argparse.Namespace) -> int:
+    from aiayn.api import load
+    from aiayn.data.parallel import read_parallel
+    from aiayn.training.translation import score_translations
+
+    pairs = read_parallel(args.src, args.ref)
+    translator = load(args.model, device=args.device)
+    start = time.perf_counter()
+    hyps = translator.translate([s for s, _ in pairs], **_decode_opts(args))
+    seconds = time.perf_counter() - start
+    scores = score_translations(hyps, [r for _, r in pairs])
+    out_tokens = sum(len(translator.tokenizer.encode(h)) + 1 for h in hyps)
+    scores.update(sentences=len(pairs), seconds=round(seconds, 3),
+                  sentences_per_s=round(len(pairs) / seconds, 2),
+                  tokens_per_s=round(out_tokens / seconds, 1), **_decode_opts(args))
+    if args.hyp:
+        from aiayn.folder import atomic_write_text
+        atomic_write_text(args.hyp, "".join(h + "\n" for h in hyps))
+    if args.json:
+        print(json.dumps(scores, indent=2, ensure_ascii=False))
+    else:
+        print(f"BLEU {scores['bleu']:.2f}  ({scores['bleu_signature']})")
+        print(f"chrF {scores['chrf']:.2f}  ({scores['chrf_signature']})")
+        print(f"exact match {scores['exact_match']:.2f}% of {len(pairs)} sentences")
+        print(f"speed {scores['sentences_per_s']:.1f} sentences/s, {scores['tokens_per_s']:.0f} "
+              f"tokens/s (beam {args.beam}, batch {args.batch_size})")
+    return 0
+
+
+def _average(args: argparse.Namespace) -> int:
+    from aiayn.training.checkpoint import average_checkpoints
+
+    steps = average_checkpoints(args.model, args.last, args.out)
+    print(f"averaged {len(steps)} checkpoints (steps {', '.join(map(str, steps))}) into {args.out}")
+    return 0
+
+
+def _demo(args: argparse.Namespace) -> int:
+    from aiayn.training.demo import run_demo
+
+    return run_demo(args.out, minutes=args.minutes, beam=args.beam, test_limit=args.test,
+                    overrides=args.overrides)

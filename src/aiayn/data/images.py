@@ -14,11 +14,13 @@ labels (N,) int64) and the class names that label i stands for. No image is in t
 from __future__ import annotations
 
 import hashlib
+import math
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 from torch import Tensor
 
 from aiayn.errors import UserError
@@ -145,6 +147,21 @@ def _split_of_bytes(path: Path, valid_frac: float, test_frac: float) -> str:
     return "test" if u < test_frac else "valid" if u < test_frac + valid_frac else "train"
 
 
+def random_affine(images: Tensor, generator: torch.Generator, rotate: float = 10.0,
+                  scale: float = 0.1, translate: float = 0.5) -> Tensor:
+    """Training augmentation: each image rotated by up to +-`rotate` degrees, scaled by up to
+    +-`scale`, shifted by up to +-`translate` pixels (bilinear, zero fill). (B, C, H, W) -> same."""
+    b, _, h, w = images.shape
+    u = torch.rand(4, b, generator=generator) * 2 - 1  # uniform in [-1, 1)
+    angle = u[0] * rotate * math.pi / 180
+    zoom = 1 + u[1] * scale
+    cos, sin = torch.cos(angle) / zoom, torch.sin(angle) / zoom
+    tx, ty = u[2] * translate * 2 / w, u[3] * translate * 2 / h  # pixels -> [-1, 1] grid units
+    theta = torch.stack([torch.stack([cos, -sin, tx], 1), torch.stack([sin, cos, ty], 1)], 1)
+    grid = F.affine_grid(theta.to(images.dtype), list(images.shape), align_corners=False)
+    return F.grid_sample(images, grid, mode="bilinear", padding_mode="zeros", align_corners=False)
+
+
 IMAGE_CORPORA = {"digits": digits}
 
 
@@ -156,4 +173,5 @@ def load_images(name_or_folder: str | Path, **kw) -> ImageCorpus:
     return image_folder(name_or_folder, **kw)
 
 
-__all__ = ["IMAGE_CORPORA", "ImageCorpus", "digits", "image_folder", "load_image", "load_images"]
+__all__ = ["IMAGE_CORPORA", "ImageCorpus", "digits", "image_folder", "load_image", "load_images",
+           "random_affine"]

@@ -76,8 +76,10 @@ class MultiHeadAttention(nn.Module):
         return x.view(b, t, self.n_heads, self.head_dim).transpose(1, 2)  # (B, H, T, Dh)
 
     def _project_kv(self, key: Tensor, value: Tensor) -> tuple[Tensor, Tensor]:
-        if key is value:
+        if key is value and torch.is_grad_enabled():
             # Self-attention (or cross-attention on one memory): one matmul for both projections.
+            # (Only while autograd records: under no_grad, e.g. decoding one position at a time,
+            # copying the weights into one matrix on every call costs more than it saves.)
             w = torch.cat([self.k_proj.weight, self.v_proj.weight])
             b = None if self.k_proj.bias is None else torch.cat([self.k_proj.bias, self.v_proj.bias])
             k, v = F.linear(key, w, b).chunk(2, dim=-1)
@@ -86,8 +88,9 @@ class MultiHeadAttention(nn.Module):
         return self._heads(k), self._heads(v)  # (B, H, T_k, Dh) each
 
     def _project_qkv(self, query: Tensor, key: Tensor, value: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-        if query is key and key is value:
-            # Self-attention: one fused matmul for Q, K and V (same numbers, fewer kernel calls).
+        if query is key and key is value and torch.is_grad_enabled():
+            # Self-attention: one fused matmul for Q, K and V (same numbers, fewer kernel calls;
+            # under no_grad the three projections run as they are, as in _project_kv).
             w = torch.cat([self.q_proj.weight, self.k_proj.weight, self.v_proj.weight])
             b = None if self.q_proj.bias is None else torch.cat(
                 [self.q_proj.bias, self.k_proj.bias, self.v_proj.bias])

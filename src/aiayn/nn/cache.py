@@ -12,29 +12,65 @@ from torch import Tensor
 
 
 class AttentionCache:
-    """Keys and values of one attention module, (B, H, T_k, Dh) each."""
+    """Keys and values of one attention module, (B, H, T_k, Dh) each.
+
+    A self-attention cache appends into buffers with spare room, doubled when full, so a decoding
+    step copies only its new positions instead of the whole cache (amortised O(1) per position;
+    `torch.cat` at every step would copy O(T) each time). While autograd records a graph through
+    the keys and values, it concatenates instead: in-place writes would break the backward pass.
+    """
 
     def __init__(self, static: bool = False):
         self.static = static
-        self.k: Tensor | None = None
-        self.v: Tensor | None = None
+        self._k: Tensor | None = None  # (B, H, capacity, Dh); the first `_len` positions are used
+        self._v: Tensor | None = None
+        self._len = 0
+
+    @property
+    def k(self) -> Tensor | None:
+        return self._used(self._k)
+
+    @property
+    def v(self) -> Tensor | None:
+        return self._used(self._v)
+
+    def _used(self, buf: Tensor | None) -> Tensor | None:
+        if buf is None or buf.shape[-2] == self._len:
+            return buf
+        return buf[..., : self._len, :]
 
     def update(self, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
         """Store new keys/values (appended for self-attention) and return all of them."""
-        if self.k is not None and not self.static:
-            k = torch.cat([self.k, k], dim=-2)
-            v = torch.cat([self.v, v], dim=-2)
-        self.k, self.v = k, v
-        return k, v
+        if self._k is None or self.static:
+            self._k, self._v, self._len = k, v, k.shape[-2]
+        elif torch.is_grad_enabled() and (k.requires_grad or self._k.requires_grad):
+            self._k = torch.cat([self.k, k], dim=-2)
+            self._v = torch.cat([self.v, v], dim=-2)
+            self._len = self._k.shape[-2]
+        else:
+            n = self._len + k.shape[-2]
+            if n > self._k.shape[-2]:
+                capacity = max(n, 2 * self._k.shape[-2])
+                self._k, self._v = self._grow(self.k, capacity), self._grow(self.v, capacity)
+            self._k[..., self._len : n, :] = k
+            self._v[..., self._len : n, :] = v
+            self._len = n
+        return self.k, self.v
+
+    @staticmethod
+    def _grow(used: Tensor, capacity: int) -> Tensor:
+        buf = used.new_empty(*used.shape[:-2], capacity, used.shape[-1])
+        buf[..., : used.shape[-2], :] = used
+        return buf
 
     @property
     def length(self) -> int:
-        return 0 if self.k is None else self.k.shape[-2]
+        return self._len
 
     def reorder(self, indices: Tensor) -> None:
-        if self.k is not None:
-            self.k = self.k.index_select(0, indices)
-            self.v = self.v.index_select(0, indices)
+        if self._k is not None:
+            self._k = self._k.index_select(0, indices)
+            self._v = self._v.index_select(0, indices)
 
 
 class KVCache:

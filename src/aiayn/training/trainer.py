@@ -114,6 +114,7 @@ class Trainer:
 
     def fit(self, resume: bool = False) -> TrainResult:
         cfg = self.cfg
+        threads, deterministic = torch.get_num_threads(), torch.are_deterministic_algorithms_enabled()
         if cfg.threads:
             torch.set_num_threads(cfg.threads)
         torch.use_deterministic_algorithms(cfg.deterministic)
@@ -132,6 +133,8 @@ class Trainer:
             log.close()
             if previous is not None:
                 signal.signal(signal.SIGINT, previous)
+            torch.set_num_threads(threads)
+            torch.use_deterministic_algorithms(deterministic)
 
     def _loop(self, log: MetricsLog) -> TrainResult:
         cfg = self.cfg

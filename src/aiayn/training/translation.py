@@ -85,8 +85,7 @@ def score_translations(hyps: Sequence[str], refs: Sequence[str]) -> dict[str, An
             "bleu_signature": str(bleu.get_signature()), "chrf_signature": str(chrf.get_signature())}
 
 
-def make_evaluate(tok: Tokenizer, valid: Sequence[Pair], valid_ids, data: DataConfig, eps: float,
-                  max_tokens: int) -> Callable[[nn.Module], dict[str, Any]]:
+def make_evaluate(tok: Tokenizer, valid_ids, data: DataConfig, eps: float, max_tokens: int) -> Callable[[nn.Module], dict[str, Any]]:
     """Validation loss (label-smoothed and plain NLL per token) and BLEU/chrF/exact match."""
     batches = [collate([valid_ids[i] for i in b]) for b in
                token_batches([(len(s), len(t) + 1) for s, t in valid_ids], max_tokens, False)]
@@ -107,7 +106,6 @@ def make_evaluate(tok: Tokenizer, valid: Sequence[Pair], valid_ids, data: DataCo
                 "valid_bleu": scores["bleu"], "valid_chrf": scores["chrf"],
                 "valid_exact_match": scores["exact_match"]}
 
-    del valid
     return evaluate
 
 
@@ -134,8 +132,11 @@ def check_resume_matches(out: Path, exp: Experiment) -> None:
 
 
 def train_translation(exp: Experiment, resume: bool = False, out: str | Path | None = None,
-                      say: Callable[[str], None] = print) -> tuple[TrainResult, Path]:
-    """Run (or resume) the experiment; returns the result and the model folder."""
+                      say: Callable[[str], None] = print,
+                      meta: dict[str, Any] | None = None) -> tuple[TrainResult, Path]:
+    """Run (or resume) the experiment; returns the result and the model folder.
+
+    `meta` adds keys to the folder's config.json (e.g. {"demo": true})."""
     out = Path(out or exp.out or "")
     if not str(out) or out == Path(""):
         raise UserError(f"{exp.source}: no output folder: set out: in the config or pass --out")
@@ -164,9 +165,9 @@ def train_translation(exp: Experiment, resume: bool = False, out: str | Path | N
     model = Transformer(model_cfg)
     say(f"model: {model.num_parameters():,} parameters (d_model {model_cfg.d_model}, "
         f"{model_cfg.n_encoder_layers}+{model_cfg.n_decoder_layers} layers)")
-    evaluate = make_evaluate(tok, splits["valid"], valid_ids, data, cfg.label_smoothing, cfg.max_tokens)
-    meta = {"task": "translation", "experiment": {"model": exp.model, "data": data.to_dict(),
-                                                   "train": cfg.to_dict()}}
+    evaluate = make_evaluate(tok, valid_ids, data, cfg.label_smoothing, cfg.max_tokens)
+    meta = {**(meta or {}), "task": "translation",
+            "experiment": {"model": exp.model, "data": data.to_dict(), "train": cfg.to_dict()}}
     if not resume:
         tok.save(out)
     trainer = Trainer(model, cfg, stream, translation_loss(cfg.label_smoothing), out,

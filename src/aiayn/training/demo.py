@@ -1,0 +1,154 @@
+"""`aiayn demo`: train a small Transformer on dates & numbers (EN -> DE) on the CPU, and show it.
+
+The recipe (DEMO_EXPERIMENT, also configs/demo.yaml) is the paper's (§5: Adam with warmup,
+label smoothing 0.1, dropout 0.1, post-norm, shared BPE vocabulary, length-bucketed batches,
+§6.1 beam 4 with alpha 0.6), scaled to two CPU cores and a few minutes:
+
+* d_model 128, 4 heads, d_ff 512, 3 + 3 layers (1.4M parameters; the base model has 65M);
+* a 300-token BPE vocabulary, small enough that German number words split into their parts
+  ("fünf|tausend|drei|hundert|zwei|und|neun|zig"), which the model can learn compositionally;
+* ~2000-token batches (the paper: 25k + 25k) for many more updates per minute, with the noam
+  schedule rescaled to peak at lr 2e-3 after 200 warmup steps (the paper: d_model^-0.5 peak
+  after 4000 steps, tuned for its 100k-step runs).
+
+The folder it writes is an ordinary model folder (`aiayn translate --model DIR`), plus
+metrics.json (test exact match, BLEU, chrF, train_seconds, ...) and attention.png.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from aiayn.errors import UserError
+from aiayn.folder import CONFIG_FILE, atomic_write_text
+
+DEMO_EXPERIMENT: dict[str, Any] = {
+    "out": "demo-model",
+    "model": {"d_model": 128, "n_heads": 4, "d_ff": 512, "n_layers": 3, "dropout": 0.1,
+              "max_len": 64},
+    "data": {"corpus": "dates-numbers", "vocab_size": 300, "valid_pairs": 200},
+    "train": {"max_minutes": 7.0, "max_steps": 100_000, "max_tokens": 2000, "lr": 2e-3,
+              "warmup_steps": 200, "label_smoothing": 0.1, "eval_every": 500, "save_every": 500,
+              "log_every": 50, "seed": 0},
+}
+N_SAMPLES = 6
+
+
+def _say(message: str) -> None:
+    print(message, flush=True)
+
+
+def _check_out(out: Path) -> None:
+    """The demo replaces only an earlier demo's folder, never anything else."""
+    if not out.exists():
+        return
+    if out.is_dir() and not any(out.iterdir()):
+        return
+    config = out / CONFIG_FILE
+    try:
+        is_demo = json.loads(config.read_text(encoding="utf-8")).get("demo") is True
+    except (OSError, ValueError, AttributeError):
+        is_demo = False
+    if not is_demo:
+        raise UserError(f"{out}: already exists and is not a demo model folder; "
+                        "choose another --out")
+
+
+def _swap_in(tmp: Path, out: Path) -> None:
+    """Replace `out` by `tmp` (both in one parent folder), keeping the old one until the end."""
+    old = out.parent / f".{out.name}.old"
+    if old.exists():
+        shutil.rmtree(old)
+    if out.exists():
+        out.rename(old)
+    tmp.rename(out)
+    if old.exists():
+        shutil.rmtree(old)
+
+
+def _pick_example(pairs: list[tuple[str, str]]) -> tuple[str, str]:
+    """A pair that shows reordering well: a date written out in words, if there is one."""
+    for src, tgt in pairs:
+        if "," in src and any(c.isdigit() for c in src) and any(c.isalpha() for c in src):
+            return src, tgt
+    return pairs[0]
+
+
+def _attention_figure(translator, source: str, path: Path) -> Path:
+    from aiayn.viz.attention import plot_attention
+    from aiayn.viz.style import save_figure
+
+    src_tokens, tgt_tokens, weights = translator.cross_attention(source)
+    layer = weights.shape[0]
+    fig = plot_attention(weights[-1], tgt_tokens, src_tokens, q_name="output (German)",
+                         k_name="input (English)",
+                         title=f"Cross-attention, last layer ({layer}): {source!r}")
+    return save_figure(fig, path.with_suffix(""), formats=("png",))[0]
+
+
+def run_demo(out: str | Path = "demo-model", minutes: float | None = None, beam: int = 4,
+             test_limit: int | None = None, overrides: list[str] | None = None) -> int:
+    from aiayn.training.experiment import apply_overrides, experiment_from_dict
+    from aiayn.training.translation import load_pairs, score_translations, train_translation
+    from aiayn.translator import Translator
+
+    out = Path(out)
+    raw = apply_overrides(DEMO_EXPERIMENT, list(overrides or []), "demo")
+    if minutes is not None:
+        if not minutes > 0:
+            raise UserError(f"--minutes {minutes}: must be positive")
+        raw["train"]["max_minutes"] = float(minutes)
+    exp = experiment_from_dict(raw, "demo")
+    _check_out(out)
+    tmp = out.parent / f".{out.name}.training"
+    if tmp.exists():
+        shutil.rmtree(tmp)  # left by a demo that was killed
+    _say(f"aiayn demo: teaching a Transformer to translate English dates and numbers into German "
+         f"({exp.train.max_minutes:g} minutes of training on the CPU)")
+    try:
+        result, _ = train_translation(exp, out=tmp, say=_say, meta={"demo": True})
+        if result.interrupted:
+            shutil.rmtree(tmp, ignore_errors=True)
+            print(f"aiayn: interrupted; {out} left as it was", file=sys.stderr)
+            return 130
+        _say(f"trained {result.step} steps in {result.seconds:.0f} s")
+        test = load_pairs(exp.data).get("test") or []
+        if test_limit is not None:
+            test = test[:test_limit]
+        if not test:
+            raise UserError("the demo corpus has no test split")
+        translator = Translator.load(tmp)
+        start = time.perf_counter()
+        hyps = translator.translate([s for s, _ in test], beam=beam)
+        decode_seconds = time.perf_counter() - start
+        scores = score_translations(hyps, [t for _, t in test])
+        metrics = {"exact_match": scores["exact_match"], "bleu": scores["bleu"],
+                   "chrf": scores["chrf"], "train_seconds": round(result.seconds, 1),
+                   "steps": result.step, "test_sentences": len(test), "beam": beam,
+                   "decode_seconds": round(decode_seconds, 2),
+                   "parameters": translator.model.num_parameters(),
+                   "bleu_signature": scores["bleu_signature"],
+                   "chrf_signature": scores["chrf_signature"]}
+        atomic_write_text(tmp / "metrics.json", json.dumps(metrics, indent=2, ensure_ascii=False) + "\n")
+        example = _pick_example(test)
+        _attention_figure(translator, example[0], tmp / "attention.png")
+        _swap_in(tmp, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    _say(f"\ntest set ({len(test)} sentences never seen in training, beam {beam}):")
+    _say(f"  exact match {metrics['exact_match']:.1f}%   BLEU {metrics['bleu']:.1f}   "
+         f"chrF {metrics['chrf']:.1f}")
+    _say("\nsample translations:")
+    for (src, ref), hyp in list(zip(test, hyps, strict=True))[:N_SAMPLES]:
+        mark = "ok" if hyp == ref else f"expected {ref!r}"
+        _say(f"  {src!r:48} -> {hyp!r}  [{mark}]")
+    _say(f"\nwrote {out}/ (model, tokenizer, checkpoints), {out / 'metrics.json'}, "
+         f"{out / 'attention.png'} (cross-attention of {example[0]!r})")
+    _say(f"\ntranslate more:\n  aiayn translate --model {out} \"March 5, 2024\" \"four hundred and two\"")
+    return 0

@@ -1,0 +1,236 @@
+"""Image classification with the Vision Transformer in one object: train, load, predict, evaluate.
+
+    from aiayn import load
+    clf = load("digits-vit")                   # an ImageClassifier
+    clf.predict_files(["three.png"])           # [("3", 0.98)]
+    clf.evaluate(images, labels)               # accuracy
+
+Images are float tensors (B, C, H, W) with pixels in [0, 1] (aiayn.data.images); a model folder
+records the class names, the Pillow mode ("L" or "RGB") and the image size it was trained on,
+so image files are converted the same way at prediction time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from aiayn.config import VIT_PRESETS, BlockConfig, TrainConfig, ViTConfig, _fail
+from aiayn.data.images import ImageCorpus, digits, image_folder, load_image, random_affine
+from aiayn.errors import ConfigError, UserError
+from aiayn.folder import load_model, save_model
+from aiayn.models.vit import VisionTransformer
+from aiayn.training.stream import BatchStream
+
+FAMILY = "vit"
+# TrainConfig defaults for `aiayn vit train` (the config file's train section overrides them):
+# AdamW with a short warmup and cosine decay, the usual ViT recipe, not the paper's §5.3 one.
+VIT_TRAIN_DEFAULTS: dict[str, Any] = dict(
+    lr_schedule="cosine", lr=1e-3, warmup_steps=400, max_steps=4000, adam_beta2=0.999,
+    adam_eps=1e-8, weight_decay=0.05, label_smoothing=0.1, eval_every=500, save_every=1000,
+    log_every=100)
+
+
+@dataclass
+class VisionDataConfig:
+    """Where the images come from, how they are batched and augmented."""
+
+    corpus: str | None = "digits"  # a built-in corpus; None with an image folder
+    images: str | None = None  # a folder with one sub-folder of image files per class
+    image_size: int | None = None  # folder images are resized to this (default: the first's size)
+    channels: int | None = None  # 1 = grey, 3 = RGB (default: the first image's)
+    valid_frac: float = 0.1
+    test_frac: float = 0.2
+    batch_size: int = 32
+    augment: bool = True  # random small rotations, zooms and shifts of training images
+    rotate: float = 10.0  # degrees, +-
+    scale: float = 0.1  # +- relative zoom
+    translate: float = 0.5  # pixels, +-
+
+    _check_types = BlockConfig._check_types
+    field_names = classmethod(BlockConfig.field_names.__func__)
+    from_dict = classmethod(BlockConfig.from_dict.__func__)
+    to_dict = BlockConfig.to_dict
+
+    def __post_init__(self) -> None:
+        self._check_types()
+        if (self.corpus is None) == (self.images is None):
+            _fail("corpus", self.corpus, "give exactly one of corpus (digits) or images (a folder)")
+        if self.corpus is not None and self.corpus != "digits":
+            _fail("corpus", self.corpus, "unknown image corpus; the built-in one is digits")
+        if self.batch_size <= 0:
+            _fail("batch_size", self.batch_size, "must be a positive integer")
+        for name in ("rotate", "scale", "translate"):
+            if getattr(self, name) < 0:
+                _fail(name, getattr(self, name), "must be non-negative")
+
+
+def load_image_corpus(data: VisionDataConfig) -> ImageCorpus:
+    if data.corpus == "digits":
+        return digits(data.valid_frac, data.test_frac)
+    return image_folder(data.images, data.image_size, data.channels, data.valid_frac, data.test_frac)
+
+
+def image_batches(images: Tensor, labels: Tensor, data: VisionDataConfig, seed: int) -> BatchStream:
+    """Shuffled batches, epoch after epoch; the shuffle and each batch's augmentation are seeded
+    by (seed, epoch, batch), so a resumed run sees exactly the same batches."""
+
+    def plan(epoch: int) -> list[tuple[int, int, Tensor]]:
+        order = torch.randperm(len(labels), generator=torch.Generator().manual_seed(seed + epoch))
+        return [(epoch, i, idx) for i, idx in enumerate(order.split(data.batch_size))]
+
+    def collate(item: tuple[int, int, Tensor]) -> tuple[Tensor, Tensor]:
+        epoch, i, idx = item
+        x = images[idx]
+        if data.augment:
+            g = torch.Generator().manual_seed((seed * 1_000_003 + epoch) * 1_000_003 + i)
+            x = random_affine(x, g, data.rotate, data.scale, data.translate)
+        return x, labels[idx]
+
+    return BatchStream(plan, collate)
+
+
+def classification_loss(model, batch: tuple[Tensor, Tensor], label_smoothing: float = 0.0):
+    """(loss summed over the batch, examples, {"correct": ...}) for the Trainer."""
+    images, labels = batch
+    logits = model(images.to(_device(model)))
+    labels = labels.to(logits.device)
+    loss = F.cross_entropy(logits.float(), labels, label_smoothing=label_smoothing, reduction="sum")
+    correct = (logits.argmax(-1) == labels).sum().item()
+    return loss, len(labels), {"accuracy": correct}
+
+
+def _device(model) -> torch.device:
+    return next(model.parameters()).device
+
+
+@torch.no_grad()
+def predict_logits(model: VisionTransformer, images: Tensor, batch_size: int = 256) -> Tensor:
+    model.eval()
+    device = _device(model)
+    return torch.cat([model(images[i:i + batch_size].to(device)).float().cpu()
+                      for i in range(0, len(images), batch_size)]) if len(images) else torch.zeros(0)
+
+
+def accuracy(model: VisionTransformer, images: Tensor, labels: Tensor) -> float:
+    if len(labels) == 0:
+        return float("nan")
+    return (predict_logits(model, images).argmax(-1) == labels).float().mean().item()
+
+
+class ImageClassifier:
+    """A VisionTransformer with its class names and image format, ready to predict."""
+
+    def __init__(self, model: VisionTransformer, classes: Sequence[str], mode: str = "L",
+                 device: str | torch.device = "cpu", meta: dict[str, Any] | None = None):
+        self.model = model.to(device).eval()
+        self.classes, self.mode = list(classes), mode
+        self.device = torch.device(device)
+        self.meta = dict(meta or {})
+
+    @classmethod
+    def load(cls, folder: str | Path, device: str | torch.device = "cpu") -> ImageClassifier:
+        model, meta = load_model(folder, device)
+        if meta["family"] != FAMILY:
+            raise UserError(f"{folder}: a {meta['family']!r} model, not a vision transformer")
+        classes = meta.get("classes") or [str(i) for i in range(model.config.n_classes)]
+        return cls(model, classes, meta.get("image_mode", "L"), device, meta)
+
+    def save(self, folder: str | Path) -> Path:
+        save_model(folder, FAMILY, self.model, {**self.meta, "classes": self.classes,
+                                                 "image_mode": self.mode})
+        return Path(folder)
+
+    def predict(self, images: Tensor) -> list[tuple[str, float]]:
+        """images (B, C, H, W) in [0, 1] -> (class name, probability) per image."""
+        probs = predict_logits(self.model, images).softmax(-1)
+        return [(self.classes[int(i)], float(p)) for p, i in zip(*probs.max(-1))]
+
+    def predict_files(self, paths: Sequence[str | Path]) -> list[tuple[str, float]]:
+        size = self.model.config.image_size
+        return self.predict(torch.stack([load_image(p, self.mode, size) for p in paths]))
+
+    def evaluate(self, images: Tensor, labels: Tensor) -> float:
+        return accuracy(self.model, images, labels)
+
+
+def build_vit_config(model: ViTConfig | dict[str, Any], corpus: ImageCorpus,
+                     where: str = "config") -> ViTConfig:
+    """A ViTConfig from fields (with an optional "preset", default vit-digits); image size,
+    channels and classes come from the data."""
+    data_fields = dict(image_size=corpus.image_size, channels=corpus.channels,
+                       n_classes=len(corpus.classes))
+    if isinstance(model, ViTConfig):
+        return model.replace(**data_fields)
+    fields = dict(model)
+    name = fields.pop("preset", "vit-digits")
+    if name not in VIT_PRESETS:
+        raise UserError(f"{where}: model.preset={name!r}: unknown preset; choose one of {', '.join(VIT_PRESETS)}")
+    for key in data_fields:
+        if key in fields:
+            raise UserError(f"{where}: model.{key}: set by the data")
+    base = {**VIT_PRESETS[name], **fields, **data_fields}
+    if corpus.image_size % base.get("patch_size", 16):  # a preset's patch may not fit other data
+        raise UserError(f"{where}: model.patch_size={base.get('patch_size', 16)} does not divide "
+                        f"the image size {corpus.image_size}")
+    try:
+        return ViTConfig.from_dict(base)
+    except ConfigError as e:
+        raise UserError(f"{where}: model: {e}") from None
+
+
+def train_vit(model: ViTConfig | dict[str, Any], train: TrainConfig, data: VisionDataConfig,
+              out: str | Path, resume: bool = False, say: Callable[[str], None] = print):
+    """Train a ViT into the folder `out`. Returns (TrainResult, test accuracy)."""
+    from aiayn.training.trainer import Trainer, seed_everything
+    from aiayn.training.translation import check_out_folder
+
+    out = Path(out)
+    check_out_folder(out, resume)
+    corpus = load_image_corpus(data)
+    (x_train, y_train), (x_valid, y_valid) = corpus.splits["train"], corpus.splits["valid"]
+    if len(y_train) == 0:
+        raise UserError(f"{data.images or data.corpus}: no training images")
+    cfg = build_vit_config(model, corpus)
+    experiment = {"model": cfg.to_dict(), "data": data.to_dict()}
+    if resume:
+        _check_resume(out, experiment)
+    say(f"data: {len(y_train)} training, {len(y_valid)} validation, "
+        f"{len(corpus.splits['test'][1])} test images of {corpus.channels}x{corpus.image_size}x"
+        f"{corpus.image_size}, {len(corpus.classes)} classes")
+    seed_everything(train.seed)
+    vit = VisionTransformer(cfg)
+    say(f"model: {vit.num_parameters():,} parameters (d_model {cfg.d_model}, {cfg.n_layers} layers, "
+        f"{cfg.n_patches} patches of {cfg.patch_size}x{cfg.patch_size})")
+
+    def evaluate(m) -> dict[str, float]:
+        return {"valid_accuracy": accuracy(m, x_valid, y_valid)} if len(y_valid) else {}
+
+    meta = {"task": "image-classification", "classes": corpus.classes, "image_mode": corpus.mode,
+            "experiment": experiment}
+    trainer = Trainer(vit, train, image_batches(x_train, y_train, data, train.seed),
+                      lambda m, b: classification_loss(m, b, train.label_smoothing), out,
+                      family=FAMILY, meta=meta, evaluate=evaluate)
+    result = trainer.fit(resume=resume)
+    return result, accuracy(vit, *corpus.splits["test"])
+
+
+def _check_resume(out: Path, now: dict[str, Any]) -> None:
+    from aiayn.folder import read_meta
+
+    before = read_meta(out).get("experiment", {})
+    for section in ("model", "data"):
+        if before.get(section) != now[section]:
+            raise UserError(f"--resume: the {section} settings differ from the run in {out}; "
+                            "only the train settings may change")
+
+
+__all__ = ["FAMILY", "ImageClassifier", "VIT_TRAIN_DEFAULTS", "VisionDataConfig", "accuracy",
+           "build_vit_config", "classification_loss", "image_batches", "train_vit"]
+

@@ -1,0 +1,83 @@
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from aiayn.config import TrainConfig
+from aiayn.training.losses import label_smoothed_nll, token_accuracy
+from aiayn.training.schedule import learning_rate, make_optimizer, noam_lr
+
+
+def test_label_smoothed_loss_matches_hand_computation_and_ignores_padding():
+    # One sentence of two real tokens and one pad, vocabulary of 3.
+    logits = torch.tensor([[[2.0, 0.0, 0.0], [0.0, 1.0, 0.0], [5.0, -3.0, 9.0]]])
+    pad = 2  # id 2 is padding here, so that id 0 is an ordinary target token
+    target = torch.tensor([[0, 1, 2]])  # the last position is padding
+    eps = 0.1
+    loss, nll, n = label_smoothed_nll(logits, target, eps=eps, pad_id=pad)
+
+    def logsm(row):
+        z = math.log(sum(math.exp(x) for x in row))
+        return [x - z for x in row]
+
+    lp1, lp2 = logsm([2.0, 0.0, 0.0]), logsm([0.0, 1.0, 0.0])
+    # (1 - eps) * -log p(y) + eps * mean_v -log p(v), summed over the two real tokens.
+    expected = sum((1 - eps) * -lp[y] + eps * -sum(lp) / 3 for lp, y in ((lp1, 0), (lp2, 1)))
+    assert n == 2
+    assert loss.item() == pytest.approx(expected, rel=1e-6)
+    assert nll.item() == pytest.approx(-lp1[0] - lp2[1], rel=1e-6)
+    # Same as torch's own label smoothing with ignore_index.
+    ref = F.cross_entropy(logits.view(-1, 3), target.view(-1), ignore_index=pad,
+                          label_smoothing=eps, reduction="sum")
+    assert loss.item() == pytest.approx(ref.item(), rel=1e-6)
+
+
+def test_loss_gradient_skips_padding_positions():
+    logits = torch.randn(2, 4, 7, requires_grad=True)
+    target = torch.tensor([[3, 4, 0, 0], [5, 6, 2, 0]])
+    loss, _, n = label_smoothed_nll(logits, target, eps=0.1, pad_id=0)
+    loss.backward()
+    assert n == 5
+    assert torch.all(logits.grad[target == 0] == 0)
+    assert torch.all(logits.grad[target != 0].abs().sum(-1) > 0)
+
+
+def test_token_accuracy_counts_non_pad_positions():
+    logits = torch.tensor([[[0.0, 0.0, 1.0], [0.0, 1.0, 0.0], [1.0, 0.0, 0.0]]])
+    assert token_accuracy(logits, torch.tensor([[2, 2, 0]]), pad_id=0) == (1, 2)
+
+
+@pytest.mark.parametrize("step", [1, 100, 4000, 16000, 100000])
+def test_noam_schedule_gives_the_paper_values(step):
+    # §5.3: lrate = d_model^-0.5 * min(step^-0.5, step * warmup_steps^-1.5), d_model 512, warmup 4000.
+    expected = 512 ** -0.5 * min(step ** -0.5, step * 4000 ** -1.5)
+    assert noam_lr(step, 512, 4000) == pytest.approx(expected, rel=1e-12)
+    assert learning_rate(step, TrainConfig(), 512) == pytest.approx(expected, rel=1e-12)
+
+
+def test_noam_schedule_landmarks():
+    assert noam_lr(4000, 512, 4000) == pytest.approx(6.987712429686843e-4)  # the peak
+    assert noam_lr(1, 512, 4000) == pytest.approx(512 ** -0.5 * 4000 ** -1.5)
+    assert noam_lr(16000, 512, 4000) == pytest.approx(noam_lr(4000, 512, 4000) / 2)
+    rising = [noam_lr(s, 512, 4000) for s in range(1, 4001, 500)]
+    assert rising == sorted(rising)
+
+
+def test_peak_lr_rescales_the_noam_curve_and_other_schedules():
+    cfg = TrainConfig(lr=1e-3, warmup_steps=100)
+    assert learning_rate(100, cfg, 256) == pytest.approx(1e-3)
+    assert learning_rate(400, cfg, 256) == pytest.approx(0.5e-3)
+    assert learning_rate(50, cfg, 256) == pytest.approx(0.5e-3)
+    assert learning_rate(100, cfg.replace(lr_scale=2.0), 256) == pytest.approx(2e-3)
+    const = TrainConfig(lr_schedule="constant", lr=1e-3, warmup_steps=10)
+    assert [learning_rate(s, const, 1) for s in (5, 10, 1000)] == pytest.approx([5e-4, 1e-3, 1e-3])
+    cos = TrainConfig(lr_schedule="cosine", lr=1e-3, warmup_steps=10, max_steps=110)
+    assert [learning_rate(s, cos, 1) for s in (10, 60, 110)] == pytest.approx([1e-3, 5e-4, 0.0])
+
+
+def test_optimizer_is_the_papers_adam():
+    opt = make_optimizer(torch.nn.Linear(2, 2), TrainConfig())
+    assert isinstance(opt, torch.optim.Adam)
+    group = opt.param_groups[0]
+    assert group["betas"] == (0.9, 0.98) and group["eps"] == 1e-9
