@@ -6,6 +6,7 @@ import math
 import pytest
 import torch
 
+from aiayn.config import lm_preset
 from aiayn.data.special import BOS, EOS
 from aiayn.data.stdlib_corpus import (
     load_text_corpus,
@@ -27,7 +28,6 @@ from aiayn.lm import (
     score_tokens,
 )
 from aiayn.models import DecoderLM
-from aiayn.config import lm_preset
 
 SAMPLE = ["def f(x):\n    return x + 1\n", "class A:\n\tpass  # naïve ünïcode → ✓\r\n",
           "import os\n\nprint(os.sep)\n"] * 3
@@ -100,7 +100,7 @@ def test_block_batches_cover_the_stream_and_resume_exactly():
     ahead = [next(stream) for _ in range(5)]
     resumed = block_batches(tokens, 10, 8, seed=3)
     resumed.load_state_dict(state)
-    assert all(torch.equal(a, b) for a, b in zip(ahead, [next(resumed) for _ in range(5)]))
+    assert all(torch.equal(a, b) for a, b in zip(ahead, [next(resumed) for _ in range(5)], strict=True))
     assert ahead[0][0, 0] % 10 != 0 or ahead[1][0, 0] % 10 != 0  # epoch 1 is shifted
     with pytest.raises(UserError, match="too few for one block"):
         next(block_batches(torch.arange(5), 10, 8, seed=0))

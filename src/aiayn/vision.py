@@ -132,7 +132,8 @@ class ImageClassifier:
         self.model = model.to(device).eval()
         self.classes, self.mode = list(classes), mode
         self.device = torch.device(device)
-        self.meta = dict(meta or {})
+        # What config.json says besides the family and the model fields (those come from `model`).
+        self.meta = {k: v for k, v in (meta or {}).items() if k not in ("family", "model")}
 
     @classmethod
     def load(cls, folder: str | Path, device: str | torch.device = "cpu") -> ImageClassifier:
@@ -200,7 +201,7 @@ def train_vit(model: ViTConfig | dict[str, Any], train: TrainConfig, data: Visio
     cfg = build_vit_config(model, corpus)
     experiment = {"model": cfg.to_dict(), "data": data.to_dict()}
     if resume:
-        _check_resume(out, experiment)
+        check_resume_experiment(out, experiment)
     say(f"data: {len(y_train)} training, {len(y_valid)} validation, "
         f"{len(corpus.splits['test'][1])} test images of {corpus.channels}x{corpus.image_size}x"
         f"{corpus.image_size}, {len(corpus.classes)} classes")
@@ -221,16 +222,19 @@ def train_vit(model: ViTConfig | dict[str, Any], train: TrainConfig, data: Visio
     return result, accuracy(vit, *corpus.splits["test"])
 
 
-def _check_resume(out: Path, now: dict[str, Any]) -> None:
+def check_resume_experiment(out: Path, now: dict[str, Any]) -> None:
+    """A resumed run must have the model and data settings of the run in `out`."""
     from aiayn.folder import read_meta
 
     before = read_meta(out).get("experiment", {})
     for section in ("model", "data"):
-        if before.get(section) != now[section]:
-            raise UserError(f"--resume: the {section} settings differ from the run in {out}; "
-                            "only the train settings may change")
+        old, new = before.get(section, {}), now[section]
+        for key in sorted(set(old) | set(new)):
+            if old.get(key) != new.get(key):
+                raise UserError(f"--resume: {section}.{key}={new.get(key)!r} differs from the run "
+                                f"in {out} ({old.get(key)!r}); only train.* may change")
 
 
 __all__ = ["FAMILY", "ImageClassifier", "VIT_TRAIN_DEFAULTS", "VisionDataConfig", "accuracy",
-           "build_vit_config", "classification_loss", "image_batches", "train_vit"]
+           "build_vit_config", "check_resume_experiment", "classification_loss", "image_batches", "train_vit"]
 

@@ -41,9 +41,9 @@ def register(sub) -> None:
                        "dotted key=value arguments override it (train.max_steps=100).",
                        formatter_class=RAW)
     p.add_argument("config", help="experiment file: out / model / data / train sections")
-    p.add_argument("overrides", nargs="*", metavar="key=value")
-    p.add_argument("--out", help="model folder (default: the config's out)")
-    p.add_argument("--resume", action="store_true", help="continue the run saved in the folder")
+    # REMAINDER: options may follow the overrides (`train CONFIG --resume train.max_steps=9`).
+    p.add_argument("overrides", nargs=argparse.REMAINDER, metavar="key=value ...")
+    _train_options(p)
     p.set_defaults(func=_train)
 
     p = sub.add_parser("translate", help="translate sentences (arguments, or one per stdin line)")
@@ -67,6 +67,25 @@ def register(sub) -> None:
     p.set_defaults(func=_average)
 
 
+def _train_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--out", help="model folder (default: the config's out)")
+    p.add_argument("--resume", action="store_true", help="continue the run saved in the folder")
+
+
+def _split_overrides(args: argparse.Namespace) -> list[str]:
+    """Options written among the key=value overrides, parsed into `args`."""
+    extra = argparse.ArgumentParser(prog="aiayn train", add_help=False)
+    _train_options(extra)
+    found, rest = extra.parse_known_args(args.overrides)
+    args.out = found.out or args.out
+    args.resume = found.resume or args.resume
+    for item in rest:
+        if item.startswith("-") or "=" not in item:
+            raise UserError(f"{item!r}: expected key=value (e.g. train.max_steps=100), "
+                            "--out DIR or --resume")
+    return rest
+
+
 def _model_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", required=True, help="model folder")
     p.add_argument("--beam", type=int, default=4, help="beam size; 1 = greedy (default 4, §6.1)")
@@ -86,7 +105,7 @@ def _train(args: argparse.Namespace) -> int:
     from aiayn.training.experiment import load_experiment
     from aiayn.training.translation import train_translation
 
-    exp = load_experiment(args.config, args.overrides)
+    exp = load_experiment(args.config, _split_overrides(args))
     result, out = train_translation(exp, resume=args.resume, out=args.out,
                                     say=lambda m: print(m, file=sys.stderr))
     return _report_training(result, out)

@@ -1,0 +1,198 @@
+"""`aiayn train | translate | eval | average` end to end, and their one-line errors."""
+
+import hashlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+import yaml
+
+from aiayn.cli import main
+from test_translator import digit_pairs, write_pairs
+
+
+def run(capsys, *argv):
+    code = main(list(map(str, argv)))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def folder_digest(folder):
+    return {p.relative_to(folder).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def write_config(tmp, name="exp.yaml", **train):
+    write_pairs(digit_pairs(300, 1), tmp / "train.src", tmp / "train.tgt")
+    write_pairs(digit_pairs(20, 2), tmp / "valid.src", tmp / "valid.tgt")
+    config = {"out": str(tmp / "model"),
+              "model": {"preset": "tiny", "d_model": 16, "d_ff": 32},
+              "data": {"train_src": str(tmp / "train.src"), "train_tgt": str(tmp / "train.tgt"),
+                       "valid_src": str(tmp / "valid.src"), "valid_tgt": str(tmp / "valid.tgt"),
+                       "vocab_size": 120, "valid_pairs": 8},
+              "train": {"max_steps": 20, "max_tokens": 400, "lr": 3e-3, "warmup_steps": 5,
+                        "eval_every": 0, "save_every": 10, "log_every": 5, "tensorboard": False,
+                        "progress": False, "threads": 1, **train}}
+    (tmp / name).write_text(yaml.safe_dump(config), encoding="utf-8")
+    return tmp / name
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("cli")
+    config = write_config(tmp)
+    assert main(["train", str(config)]) == 0
+    return tmp, config, tmp / "model"
+
+
+def test_train_writes_a_self_describing_folder(trained):
+    _, _, model = trained
+    names = {p.name for p in model.iterdir()}
+    assert {"config.json", "model.safetensors", "tokenizer.json", "train_state.pt",
+            "checkpoints", "metrics.jsonl"} <= names
+    meta = json.loads((model / "config.json").read_text())
+    assert meta["family"] == "transformer" and meta["experiment"]["train"]["max_steps"] == 20
+
+
+def test_resume_continues_and_only_train_keys_may_change(trained, capsys, tmp_path):
+    tmp, config, model = trained
+    copy = tmp_path / "model"
+    import shutil
+    shutil.copytree(model, copy)
+    code, out, _ = run(capsys, "train", config, "--out", copy, "--resume", "train.max_steps=30")
+    assert code == 0 and "trained 30 steps" in out
+    before = folder_digest(copy)
+    code, _, err = run(capsys, "train", config, "--out", copy, "--resume", "model.d_model=32")
+    assert code == 2 and "model.d_model=32 differs" in err
+    assert folder_digest(copy) == before
+
+
+def test_translate_arguments_and_stdin_in_order(trained, capsys, monkeypatch):
+    _, _, model = trained
+    code, out, _ = run(capsys, "translate", "--model", model, "1 2", "3", "--beam", "2")
+    assert code == 0 and len(out.splitlines()) == 2
+    import io
+    lines = ["4 4", "", "5 6 7"]
+    stdin = io.TextIOWrapper(io.BytesIO("\n".join(lines).encode() + b"\n"), encoding="utf-8")
+    monkeypatch.setattr(sys, "stdin", stdin)
+    code, out2, _ = run(capsys, "translate", "--model", model, "--beam", "1", "--batch-size", "1")
+    assert code == 0 and len(out2.splitlines()) == 3 and out2.splitlines()[1] == ""
+    from aiayn import load
+    assert out2.splitlines() == load(model).translate(lines, beam=1)
+
+
+def test_eval_reports_sacrebleu_chrf_exact_match_and_speed(trained, capsys):
+    tmp, _, model = trained
+    code, out, _ = run(capsys, "eval", "--model", model, "--src", tmp / "valid.src",
+                       "--ref", tmp / "valid.tgt", "--json", "--beam", "1", "--hyp", tmp / "hyp.txt")
+    assert code == 0
+    scores = json.loads(out)
+    assert {"bleu", "chrf", "exact_match", "bleu_signature", "chrf_signature",
+            "sentences_per_s", "tokens_per_s"} <= set(scores)
+    assert scores["bleu_signature"].startswith("nrefs:1|") and scores["sentences"] == 20
+    assert len((tmp / "hyp.txt").read_text().splitlines()) == 20
+    code, out, _ = run(capsys, "eval", "--model", model, "--src", tmp / "valid.src",
+                       "--ref", tmp / "valid.tgt", "--beam", "1")
+    assert code == 0 and out.startswith("BLEU ") and "chrF" in out and "exact match" in out
+
+
+def test_average_last_two_checkpoints(trained, capsys, tmp_path):
+    _, _, model = trained
+    code, out, _ = run(capsys, "average", "--model", model, "--last", "2", "--out", tmp_path / "avg")
+    assert code == 0 and "steps 10, 20" in out
+    code, out, _ = run(capsys, "translate", "--model", tmp_path / "avg", "1 2")
+    assert code == 0 and len(out.splitlines()) == 1
+
+
+def _bad_corpus_config(tmp, kind):
+    config = write_config(tmp, name=f"{kind}.yaml")
+    data = yaml.safe_load(config.read_text())
+    src, tgt = tmp / f"{kind}.src", tmp / f"{kind}.tgt"
+    if kind == "mismatched":
+        src.write_text("1\n2\n3\n"), tgt.write_text("eins\nzwei\n")
+    elif kind == "empty":
+        src.write_text(""), tgt.write_text("")
+    else:  # invalid UTF-8 on line 2
+        src.write_bytes(b"1\n\xff\xfe\n"), tgt.write_text("eins\nzwei\n")
+    data["data"].update(train_src=str(src), train_tgt=str(tgt))
+    config.write_text(yaml.safe_dump(data))
+    return config
+
+
+@pytest.mark.parametrize("case, message", [
+    ("mismatched", "mismatched line counts"),
+    ("empty", "empty corpus"),
+    ("invalid-utf8", "invalid UTF-8"),
+    ("unknown-key", "unknown field for TrainConfig"),
+    ("non-numeric", "max_steps='ten': must be int"),
+    ("existing-folder", "already exists and holds a model"),
+    ("missing-model", "model folder not found"),
+    ("missing-config", "config file not found"),
+    ("eval-mismatch", "mismatched line counts"),
+    ("average-missing", "model folder not found"),
+])
+def test_bad_input_is_one_line_non_zero_and_leaves_folders_alone(trained, capsys, tmp_path,
+                                                                 case, message):
+    tmp, config, model = trained
+    before = folder_digest(model)
+    if case in ("mismatched", "empty", "invalid-utf8"):
+        argv = ["train", _bad_corpus_config(tmp_path, case), "--out", tmp_path / "new"]
+    elif case == "unknown-key":
+        argv = ["train", config, "train.warmup=3", "--out", model, "--resume"]
+    elif case == "non-numeric":
+        argv = ["train", config, "train.max_steps=ten", "--out", model, "--resume"]
+    elif case == "existing-folder":
+        argv = ["train", config]
+    elif case == "missing-model":
+        argv = ["translate", "--model", tmp_path / "nope", "hello"]
+    elif case == "missing-config":
+        argv = ["train", tmp_path / "nope.yaml"]
+    elif case == "eval-mismatch":
+        (tmp_path / "ref.txt").write_text("eins\n")
+        argv = ["eval", "--model", model, "--src", tmp / "valid.src", "--ref", tmp_path / "ref.txt"]
+    else:
+        argv = ["average", "--model", tmp_path / "nope", "--out", tmp_path / "avg"]
+    code, out, err = run(capsys, *argv)
+    assert code == 2
+    assert err.startswith("aiayn: error: ") and err.count("\n") == 1, err
+    assert message in err and "Traceback" not in err
+    assert folder_digest(model) == before
+    assert not (tmp_path / "new").exists()
+
+
+def test_real_process_errors_and_invalid_utf8_stdin(trained):
+    _, _, model = trained
+    proc = subprocess.run([sys.executable, "-m", "aiayn", "translate", "--model", str(model)],
+                          input=b"1 2\n\xc3\x28\n", capture_output=True, timeout=120)
+    assert proc.returncode == 2
+    assert proc.stderr.decode() == "aiayn: error: <stdin>:2: invalid UTF-8 (byte 0xc3)\n"
+    assert proc.stdout == b""
+
+
+def test_ctrl_c_saves_and_exits_130_then_resume_finishes(tmp_path):
+    config = write_config(tmp_path, max_steps=100_000, save_every=0, log_every=1)
+    out = tmp_path / "model"
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    proc = subprocess.Popen([sys.executable, "-m", "aiayn", "train", str(config)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    deadline = time.monotonic() + 120
+    while not (out / "metrics.jsonl").exists() or \
+            len((out / "metrics.jsonl").read_text().splitlines()) < 3:
+        assert time.monotonic() < deadline and proc.poll() is None
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130
+    lines = err.decode().strip().splitlines()
+    assert lines[-1].startswith("aiayn: interrupted at step ") and "Traceback" not in err.decode()
+    state_step = int(lines[-1].split("step ")[1].split(";")[0])
+    import torch
+    state = torch.load(out / "train_state.pt", weights_only=True)
+    assert state["step"] == state_step >= 3
+    code = main(["train", str(config), "--resume", f"train.max_steps={state_step + 2}"])
+    assert code == 0
+    assert torch.load(out / "train_state.pt", weights_only=True)["step"] == state_step + 2

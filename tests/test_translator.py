@@ -1,0 +1,113 @@
+"""The Translator (aiayn.load(DIR).translate) on a small model trained here by train_translation."""
+
+import random
+
+import pytest
+import torch
+
+import aiayn
+from aiayn.errors import UserError
+from aiayn.generation.search import greedy_search
+from aiayn.training.experiment import experiment_from_dict
+from aiayn.training.translation import train_translation
+from aiayn.translator import Translator, decode_ids, pad_batch
+
+WORDS = ["null", "eins", "zwei", "drei", "vier", "fünf", "sechs", "sieben", "acht", "neun"]
+
+
+def digit_pairs(n, seed):
+    """'3 1 4' -> 'drei eins vier': a word-for-word task a tiny model learns in seconds."""
+    rng = random.Random(seed)
+    pairs = []
+    for _ in range(n):
+        digits = [rng.randrange(10) for _ in range(rng.randint(1, 6))]
+        pairs.append((" ".join(map(str, digits)), " ".join(WORDS[d] for d in digits)))
+    return pairs
+
+
+def write_pairs(pairs, src, tgt):
+    src.write_text("".join(s + "\n" for s, _ in pairs), encoding="utf-8")
+    tgt.write_text("".join(t + "\n" for _, t in pairs), encoding="utf-8")
+
+
+def tiny_experiment(tmp, steps=500, **train):
+    write_pairs(digit_pairs(2000, 1), tmp / "train.src", tmp / "train.tgt")
+    write_pairs(digit_pairs(50, 2), tmp / "valid.src", tmp / "valid.tgt")
+    raw = {"model": {"preset": "tiny", "d_model": 32, "d_ff": 64},
+           "data": {"train_src": str(tmp / "train.src"), "train_tgt": str(tmp / "train.tgt"),
+                    "valid_src": str(tmp / "valid.src"), "valid_tgt": str(tmp / "valid.tgt"),
+                    "vocab_size": 120, "valid_pairs": 50},
+           "train": {"max_steps": steps, "max_tokens": 1200, "lr": 3e-3, "warmup_steps": 30,
+                     "lr_schedule": "cosine", "eval_every": 0, "save_every": 100,
+                     "log_every": 50, "tensorboard": False, "progress": False, "threads": 1,
+                     "label_smoothing": 0.0, **train}}
+    return experiment_from_dict(raw)
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("translator")
+    result, out = train_translation(tiny_experiment(tmp), out=tmp / "model", say=lambda m: None)
+    assert result.step == 500
+    return out
+
+
+@pytest.fixture(scope="module")
+def translator(model_dir):
+    return aiayn.load(model_dir)
+
+
+def test_load_returns_a_translator_that_learned_the_task(translator, model_dir):
+    assert isinstance(translator, Translator)
+    test = digit_pairs(100, seed=3)
+    hyps = translator.translate([s for s, _ in test], beam=1)
+    exact = sum(h == t for h, (_, t) in zip(hyps, test, strict=True)) / len(test)
+    assert exact >= 0.7, exact  # from 0% before training; a few seconds of it on a tiny model
+    assert translator.translate("3")[0] in WORDS  # a plain string works too
+    assert (model_dir / "metrics.jsonl").read_text().count("valid_bleu") == 1  # final evaluation
+
+
+@pytest.mark.parametrize("beam", [1, 3])
+def test_results_do_not_depend_on_batch_size_and_keep_order(translator, beam):
+    sentences = [s for s, _ in digit_pairs(11, seed=4)] + ["", "9"]
+    reference = translator.translate(sentences, beam=beam, batch_size=1)
+    for batch_size in (4, 64):
+        assert translator.translate(sentences, beam=beam, batch_size=batch_size) == reference
+    assert reference[-2] == ""  # an empty sentence translates to nothing
+    shuffled = list(reversed(sentences))
+    assert translator.translate(shuffled, beam=beam, batch_size=5) == list(reversed(reference))
+
+
+def test_beam_1_is_greedy_search(translator):
+    tok, model = translator.tokenizer, translator.model
+    ids = [tok.encode(s) for s, _ in digit_pairs(10, seed=5)]
+    direct = greedy_search(model, pad_batch(ids), bos_id=1, eos_id=2, pad_id=0)
+    assert decode_ids(model, ids, beam=1) == direct
+
+
+def test_output_length_is_capped_by_max_len(translator):
+    model = translator.model
+    long = [[5] * (model.config.max_len + 20)]  # truncated to max_len, output <= max_len - 1
+    out = decode_ids(model, long, beam=2, max_extra=50)
+    assert len(out[0]) <= model.config.max_len - 1
+
+
+def test_cross_attention_has_tokens_on_both_axes(translator):
+    src_tokens, tgt_tokens, weights = translator.cross_attention("3 1 4")
+    cfg = translator.model.config
+    assert weights.shape == (cfg.n_decoder_layers, cfg.n_heads, len(tgt_tokens), len(src_tokens))
+    assert tgt_tokens[-1] == "</s>"
+    torch.testing.assert_close(weights.sum(-1), torch.ones(weights.shape[:-1]))
+
+
+def test_bad_options_and_folders_are_user_errors(translator, tmp_path, model_dir):
+    with pytest.raises(UserError, match="beam"):
+        translator.translate(["1"], beam=0)
+    with pytest.raises(UserError, match="length-penalty"):
+        translator.translate(["1"], length_penalty="fairseq")
+    with pytest.raises(UserError, match="model folder not found"):
+        aiayn.load(tmp_path / "missing")
+    (tmp_path / "odd").mkdir()
+    (tmp_path / "odd/config.json").write_text('{"family": "unknown", "model": {}}')
+    with pytest.raises(UserError, match="no loader for model family 'unknown'"):
+        aiayn.load(tmp_path / "odd")
