@@ -94,3 +94,20 @@ def test_existing_run_is_not_overwritten(tmp_path, capsys):
     assert _train(tmp_path, tmp_path / "m", "train.max_steps=2", "data.vocab_size=50",
                   "--resume", text=tmp_path / "fox.txt") == 2
     assert "data settings differ" in capsys.readouterr().err
+
+
+def test_python_api_trains_saves_and_loads(tmp_path):
+    from aiayn.config import TrainConfig, lm_preset
+    from aiayn.lm import LMDataConfig, train_lm
+
+    text = tmp_path / "fox.txt"
+    text.write_text(FOX * 40, encoding="utf-8")
+    train = TrainConfig(lr_schedule="constant", lr=1e-3, warmup_steps=2, max_steps=3,
+                        max_tokens=512, label_smoothing=0.0, tensorboard=False, progress=False)
+    data = LMDataConfig(tokenizer="char", vocab_size=64, block_len=32)
+    result = train_lm(lm_preset("tiny", positions="sinusoidal"), train, data, tmp_path / "m",
+                      texts=[text], say=lambda s: None)
+    assert result.step == 3 and "valid_loss" in result.metrics
+    lm = LanguageModel.load(tmp_path / "m")
+    assert lm.model.config.positions == "sinusoidal" and lm.model.config.vocab_size == 32
+    assert isinstance(lm.generate("the", 5, temperature=0.8, top_p=0.9, seed=0), str)

@@ -2,14 +2,13 @@
 
 import pytest
 import torch
+import transformers
 
 from aiayn.config import DecoderLMConfig, lm_preset
 from aiayn.convert.hf_gpt2 import config_from_hf, convert_state_dict, from_hf
 from aiayn.errors import ConfigError, UserError
 from aiayn.generation.lm import generate
 from aiayn.models import DecoderLM
-
-transformers = pytest.importorskip("transformers")
 
 
 def _hf_gpt2(seed: int = 0, **overrides):
@@ -140,3 +139,31 @@ def test_config_checks_name_the_field():
     with pytest.raises(ConfigError, match="preset='gpt5'"):
         lm_preset("gpt5")
     assert DecoderLMConfig(norm_first=True).final_norm is True
+
+
+def test_cache_grows_in_place_and_reorders_rows():
+    model = _tiny()
+    tokens = torch.randint(4, 50, (3, 20))
+    with torch.no_grad():
+        cache = model.new_cache()
+        model(tokens[:, :3], cache)
+        for t in range(3, 12):  # appends past the first buffer's capacity, twice
+            model(tokens[:, t : t + 1], cache)
+        assert cache.self_attn[0].k.shape == (3, 2, 12, 8)
+        cache.reorder(torch.tensor([2, 0]))  # keep rows 2 and 0 (beam-search style)
+        step = model(tokens[[2, 0], 12:13], cache)[:, -1]
+        full = model(tokens[[2, 0], :13])[:, -1]
+    assert (step - full).abs().max() <= 1e-5
+
+
+def test_gpt2_folder_loads_offline(tmp_path):
+    from aiayn.convert.hf_gpt2 import load_hf_folder
+
+    hf = _hf_gpt2(seed=2)
+    hf.save_pretrained(tmp_path)  # config.json + model.safetensors, as on the hub
+    model = load_hf_folder(tmp_path)
+    tokens = torch.randint(0, 50, (2, 11))
+    with torch.no_grad():
+        assert (hf(tokens).logits - model(tokens)).abs().max() <= 1e-4
+    with pytest.raises(UserError, match="nowhere/config.json: not found"):
+        load_hf_folder(tmp_path / "nowhere")

@@ -136,7 +136,7 @@ def test_config_checks(field, value):
 
 def test_presets():
     digits = vit_preset("vit-digits")
-    assert (digits.image_size, digits.patch_size, digits.channels, digits.n_classes) == (8, 2, 1, 10)
+    assert (digits.image_size, digits.patch_size, digits.channels, digits.n_classes) == (8, 4, 1, 10)
     assert digits.norm_first and digits.activation == "gelu"
     base = vit_preset("vit-base")
     assert (base.d_model, base.n_layers, base.n_patches) == (768, 12, 196)

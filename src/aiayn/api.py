@@ -37,6 +37,22 @@ def _language_model(folder: str | Path, device: str = "cpu"):
 register_loader("decoder_lm", _language_model)
 
 
+def _text_encoder(folder: str | Path, device: str = "cpu"):
+    from aiayn.text_encoder import TextEncoder
+    return TextEncoder.load(folder, device)
+
+
+register_loader("encoder", _text_encoder)
+
+
+def _image_classifier(folder: str | Path, device: str = "cpu"):
+    from aiayn.vision import ImageClassifier
+    return ImageClassifier.load(folder, device)
+
+
+register_loader("vit", _image_classifier)
+
+
 def load(folder: str | Path, device: str = "cpu") -> Any:
     """The object for the model folder `folder` (e.g. a Translator with .translate())."""
     family = read_meta(folder)["family"]

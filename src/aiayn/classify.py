@@ -180,9 +180,10 @@ def _pretrain(enc: TextEncoder, ids: list[list[int]], train: TrainConfig, data: 
 
 
 def train_classifier(model: dict[str, Any], train: TrainConfig, data: ClassifyDataConfig,
-                     out: str | Path, resume: bool = False, say: Callable[[str], None] = print):
+                     out: str | Path, resume: bool = False, say: Callable[[str], None] = print,
+                     where: str = "config"):
     """Train (optionally MLM-pretrain, then fine-tune) a text classifier into `out`.
-    Returns (TrainResult, test accuracy or None)."""
+    Returns (TrainResult, test accuracy or None). `where` names the settings' source in errors."""
     from aiayn.training.checkpoint import TRAIN_STATE_FILE
     from aiayn.training.trainer import Trainer, seed_everything
     from aiayn.training.translation import check_out_folder
@@ -209,7 +210,7 @@ def train_classifier(model: dict[str, Any], train: TrainConfig, data: ClassifyDa
     if resume_fine_tune:
         enc = TextEncoder.load(out)
     else:
-        enc = _new_encoder(model, [t for t, _ in splits["train"]], data, "config")
+        enc = _new_encoder(model, [t for t, _ in splits["train"]], data, where)
     ids = [enc.token_ids(t) for t, _ in splits["train"]]
     if data.mlm_steps and not resume_fine_tune:
         enc = _pretrain(enc, ids, train, data, out, say)

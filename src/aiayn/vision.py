@@ -187,8 +187,10 @@ def build_vit_config(model: ViTConfig | dict[str, Any], corpus: ImageCorpus,
 
 
 def train_vit(model: ViTConfig | dict[str, Any], train: TrainConfig, data: VisionDataConfig,
-              out: str | Path, resume: bool = False, say: Callable[[str], None] = print):
-    """Train a ViT into the folder `out`. Returns (TrainResult, test accuracy)."""
+              out: str | Path, resume: bool = False, say: Callable[[str], None] = print,
+              where: str = "config"):
+    """Train a ViT into the folder `out`. Returns (TrainResult, test accuracy). `where` names
+    the settings' source in error messages."""
     from aiayn.training.trainer import Trainer, seed_everything
     from aiayn.training.translation import check_out_folder
 
@@ -198,7 +200,7 @@ def train_vit(model: ViTConfig | dict[str, Any], train: TrainConfig, data: Visio
     (x_train, y_train), (x_valid, y_valid) = corpus.splits["train"], corpus.splits["valid"]
     if len(y_train) == 0:
         raise UserError(f"{data.images or data.corpus}: no training images")
-    cfg = build_vit_config(model, corpus)
+    cfg = build_vit_config(model, corpus, where)
     experiment = {"model": cfg.to_dict(), "data": data.to_dict()}
     if resume:
         check_resume_experiment(out, experiment)

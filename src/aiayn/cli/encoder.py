@@ -120,7 +120,7 @@ def _train(args: argparse.Namespace) -> int:
     train = make_config(TrainConfig, {**defaults, **raw["train"]}, where, "train")
     out = out_folder(args, raw, where)
     result, test = train_classifier(raw["model"], train, data, out, resume=args.resume,
-                                    say=lambda s: print(s, flush=True))
+                                    say=lambda s: print(s, flush=True), where=where)
     valid = result.metrics.get("valid_accuracy")
     how = "interrupted" if result.interrupted else f"stopped by {result.stopped_by}"
     print(f"trained {result.step} steps in {result.seconds:.0f} s ({how}); "

@@ -64,9 +64,11 @@ def read_experiment(items: list[str], presets: dict[str, Any], default_preset: s
     for item in items:
         if "=" not in item:
             raise UserError(f"{item!r}: expected KEY=VALUE after the config (e.g. train.max_steps=100)")
-    if config is None or (config in presets and not Path(config).exists()):
-        raw: dict[str, Any] = {"model": {"preset": config or default_preset}}
-        where = f"preset {config or default_preset}"
+    if config is None:  # the family's default recipe (its model builder picks the preset)
+        raw: dict[str, Any] = {}
+        where = f"the {default_preset} recipe"
+    elif config in presets and not Path(config).exists():
+        raw, where = {"model": {"preset": config}}, f"preset {config}"
     else:
         raw, where = read_config_file(config), config
     raw = apply_overrides(raw, items, where)
@@ -107,7 +109,7 @@ def _train(args: argparse.Namespace) -> int:
     train = make_config(TrainConfig, {**VIT_TRAIN_DEFAULTS, **raw["train"]}, where, "train")
     out = out_folder(args, raw, where)
     result, test_accuracy = train_vit(raw["model"], train, data, out, resume=args.resume,
-                                      say=lambda s: print(s, flush=True))
+                                      say=lambda s: print(s, flush=True), where=where)
     valid = result.metrics.get("valid_accuracy")
     how = "interrupted" if result.interrupted else f"stopped by {result.stopped_by}"
     print(f"trained {result.step} steps in {result.seconds:.0f} s ({how}); "

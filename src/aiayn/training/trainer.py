@@ -139,8 +139,10 @@ class Trainer:
     def _loop(self, log: MetricsLog) -> TrainResult:
         cfg = self.cfg
         start = time.monotonic() - self.elapsed
-        bar = tqdm(total=cfg.max_steps, initial=self.step, disable=not cfg.progress,
-                   dynamic_ncols=True, unit="step", leave=False)
+        # A time budget ends the run before max_steps, usually: then the bar counts steps only.
+        bar = tqdm(total=None if cfg.max_minutes else cfg.max_steps, initial=self.step,
+                   disable=not cfg.progress, dynamic_ncols=True, unit="step", leave=False,
+                   mininterval=0.5)
         window = {"loss": 0.0, "tokens": 0, "sums": {}, "t": time.monotonic()}
         last: dict[str, Any] = {}
         stopped_by = "max_steps"
