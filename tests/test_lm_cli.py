@@ -14,6 +14,16 @@ FOX = "the quick brown fox jumps over the lazy dog\n"
 QUIET = ["train.tensorboard=false", "train.progress=false", "train.eval_every=0"]
 
 
+@pytest.fixture(autouse=True)
+def one_thread():
+    """Tiny models gain nothing from more threads, and on a busy machine OpenMP threads waiting
+    for each other can make them 50x slower; restore the setting afterwards."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
 def _train(tmp_path, out, *extra, text=None):
     if text is None:
         text = tmp_path / "fox.txt"
@@ -111,3 +121,20 @@ def test_python_api_trains_saves_and_loads(tmp_path):
     lm = LanguageModel.load(tmp_path / "m")
     assert lm.model.config.positions == "sinusoidal" and lm.model.config.vocab_size == 32
     assert isinstance(lm.generate("the", 5, temperature=0.8, top_p=0.9, seed=0), str)
+
+
+@pytest.mark.parametrize("name", ["lm-stdlib.yaml", "lm-char.yaml"])
+def test_shipped_configs_are_valid(name):
+    import argparse
+    from pathlib import Path
+
+    from aiayn.cli.lm import _experiment
+    from aiayn.lm import build_lm_config
+
+    path = Path(__file__).resolve().parents[1] / "configs" / name
+    args = argparse.Namespace(config=str(path), overrides=[], corpus=None, text=["x.txt"],
+                              out="runs/x")
+    out, model, data, train = _experiment(args)
+    cfg = build_lm_config(model, data.vocab_size)
+    assert cfg.norm_first and cfg.positions == "learned" and not cfg.scale_embeddings
+    assert (data.block_len or cfg.max_len) <= cfg.max_len and train.label_smoothing == 0.0

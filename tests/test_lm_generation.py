@@ -11,6 +11,16 @@ from aiayn.lm import LanguageModel
 from aiayn.models import DecoderLM
 
 
+@pytest.fixture(autouse=True)
+def one_thread():
+    """Tiny models gain nothing from more threads, and on a busy machine OpenMP threads waiting
+    for each other can make them 50x slower; restore the setting afterwards."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
 def _model(**overrides) -> DecoderLM:
     torch.manual_seed(0)
     model = DecoderLM(lm_preset("tiny", **overrides)).eval()
@@ -147,3 +157,13 @@ def test_language_model_save_load_and_dispatch(lm, tmp_path):
     assert again.generate("x", 20, temperature=0) == lm.generate("x", 20, temperature=0)
     r = again.evaluate("def f(x):\n    return x\n")
     assert r["tokens"] > 0 and r["bits_per_byte"] > 0
+
+
+def test_bad_options_fail_before_any_token(lm):
+    model = CountingModel(_model())
+    for bad in (dict(top_k=0), dict(top_p=0.0), dict(temperature=-1.0)):
+        with pytest.raises(UserError):
+            stream(model, torch.ones(1, 3, dtype=torch.long), 5, **bad)  # not even iterated
+    assert model.calls == []
+    with pytest.raises(UserError, match="top_p=1.5"):
+        lm.stream("def", 5, top_p=1.5)

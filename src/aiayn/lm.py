@@ -221,14 +221,19 @@ class LanguageModel:
     def stream(self, prompt: str = "", max_new_tokens: int = 100, temperature: float = 1.0,
                top_k: int | None = None, top_p: float | None = None,
                seed: int | None = None) -> Iterator[str]:
-        """Yield the continuation of `prompt` piece by piece as tokens are produced (KV cache).
-        temperature 0 is greedy. A piece is held back while it ends in an incomplete character."""
+        """The continuation of `prompt`, piece by piece as tokens are produced (KV cache).
+        temperature 0 is greedy. A piece is held back while it ends in an incomplete character.
+        Bad options raise UserError here, before the first token is computed."""
         ids = torch.tensor([[BOS, *self.tokenizer.encode(prompt)]], device=self.device)
+        tokens = stream_tokens(self.model, ids, max_new_tokens, temperature=temperature,
+                               top_k=top_k, top_p=top_p, seed=seed, eos_id=EOS, pad_id=PAD,
+                               banned=(PAD, BOS, UNK))
+        return self._pieces(tokens)
+
+    def _pieces(self, tokens: Iterator[Tensor]) -> Iterator[str]:
         out: list[int] = []
         shown = ""
-        for token in stream_tokens(self.model, ids, max_new_tokens, temperature=temperature,
-                                   top_k=top_k, top_p=top_p, seed=seed, eos_id=EOS, pad_id=PAD,
-                                   banned=(PAD, BOS, UNK)):
+        for token in tokens:
             if int(token) == EOS:
                 break
             out.append(int(token))

@@ -31,10 +31,12 @@ from aiayn.training.stream import BatchStream
 FAMILY = "vit"
 # TrainConfig defaults for `aiayn vit train` (the config file's train section overrides them):
 # AdamW with a short warmup and cosine decay, the usual ViT recipe, not the paper's §5.3 one.
+# 4000 steps of 32 images = ~100 epochs of digits. One thread: the tensors are tiny, so more
+# threads cannot help, and on a busy machine they wait on each other (13x slower when measured).
 VIT_TRAIN_DEFAULTS: dict[str, Any] = dict(
     lr_schedule="cosine", lr=1e-3, warmup_steps=400, max_steps=4000, adam_beta2=0.999,
     adam_eps=1e-8, weight_decay=0.05, label_smoothing=0.1, eval_every=500, save_every=1000,
-    log_every=100)
+    log_every=100, threads=1)
 
 
 @dataclass

@@ -145,11 +145,12 @@ def _generate(args: argparse.Namespace) -> int:
     from aiayn.lm import LanguageModel
 
     lm = LanguageModel.load(args.model)
+    pieces = lm.stream(args.prompt, args.max_new_tokens, temperature=args.temperature,
+                       top_k=args.top_k, top_p=args.top_p, seed=args.seed)  # checks the options
     out = sys.stdout
     out.write(args.prompt)
     out.flush()
-    for piece in lm.stream(args.prompt, args.max_new_tokens, temperature=args.temperature,
-                           top_k=args.top_k, top_p=args.top_p, seed=args.seed):
+    for piece in pieces:
         out.write(piece)
         out.flush()  # stream: each token appears as soon as it is produced
     out.write("\n")

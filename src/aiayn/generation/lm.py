@@ -17,7 +17,7 @@ import torch
 from torch import Tensor
 
 from aiayn.errors import UserError
-from aiayn.generation.sampling import sample
+from aiayn.generation.sampling import check_options, sample
 
 
 def _check_length(model, prompt_len: int, max_new_tokens: int) -> None:
@@ -27,32 +27,40 @@ def _check_length(model, prompt_len: int, max_new_tokens: int) -> None:
                         f"the model's max_len={cfg.max_len} (learned positions cannot go further)")
 
 
-@torch.no_grad()
 def stream(model, prompt: Tensor, max_new_tokens: int, *, temperature: float = 1.0,
            top_k: int | None = None, top_p: float | None = None, seed: int | None = None,
            eos_id: int | None = None, pad_id: int = 0, banned: Sequence[int] = ()) -> Iterator[Tensor]:
-    """Yield the next token of every row, (B,), up to max_new_tokens times.
+    """An iterator over the next token of every row, (B,), up to max_new_tokens times.
 
     prompt (B, T) with T >= 1 (rows of equal length). temperature 0 = greedy; otherwise a draw
     after top-k / top-p filtering (aiayn.generation.sampling), reproducible for a given `seed`.
     A row that has produced `eos_id` yields `pad_id` afterwards; the loop ends when every row has.
-    `banned` tokens are never produced (e.g. padding and BOS).
+    `banned` tokens are never produced (e.g. padding and BOS). The arguments are checked here,
+    before any token is computed (so a caller can fail before printing anything).
     """
     if prompt.dim() != 2 or prompt.shape[1] == 0:
         raise UserError(f"prompt must be (batch, length) with length >= 1, got {tuple(prompt.shape)}")
     if max_new_tokens < 0:
         raise UserError(f"max_new_tokens={max_new_tokens}: must be non-negative")
+    check_options(temperature, top_k, top_p)
     _check_length(model, prompt.shape[1], max_new_tokens)
     generator = None
     if seed is not None:
         generator = torch.Generator(device=prompt.device).manual_seed(seed)
+    return _decode(model, prompt, max_new_tokens, (temperature, top_k, top_p), generator,
+                   eos_id, pad_id, list(banned))
+
+
+@torch.no_grad()
+def _decode(model, prompt: Tensor, max_new_tokens: int, options: tuple, generator,
+            eos_id: int | None, pad_id: int, banned: list[int]) -> Iterator[Tensor]:
     cache = model.new_cache()
     running = torch.ones(prompt.shape[0], dtype=torch.bool, device=prompt.device)
     logits = model(prompt, cache)[:, -1]  # prefill: the whole prompt at once -> (B, V)
     for step in range(max_new_tokens):
         if banned:
-            logits[:, list(banned)] = float("-inf")
-        token = sample(logits, temperature, top_k, top_p, generator)  # (B,)
+            logits[:, banned] = float("-inf")
+        token = sample(logits, *options, generator=generator)  # (B,)
         token = token.masked_fill(~running, pad_id)
         yield token
         if eos_id is not None:

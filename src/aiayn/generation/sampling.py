@@ -16,6 +16,16 @@ from torch import Tensor
 from aiayn.errors import UserError
 
 
+def check_options(t: float = 1.0, k: int | None = None, p: float | None = None) -> None:
+    """UserError for a setting no filter accepts (t < 0, k < 1, p outside (0, 1])."""
+    if t < 0:
+        raise UserError(f"temperature={t}: must be >= 0 (0 = greedy)")
+    if k is not None and k <= 0:
+        raise UserError(f"top_k={k}: must be a positive integer")
+    if p is not None and not 0 < p <= 1:
+        raise UserError(f"top_p={p}: must be in (0, 1]")
+
+
 def temperature(logits: Tensor, t: float) -> Tensor:
     """logits / t. t < 1 sharpens the distribution, t > 1 flattens it; t must be > 0."""
     if t <= 0:
@@ -73,4 +83,4 @@ def sample(logits: Tensor, t: float = 1.0, k: int | None = None, p: float | None
     return torch.multinomial(probs, 1, generator=generator).squeeze(-1)
 
 
-__all__ = ["filter_logits", "sample", "temperature", "top_k", "top_p"]
+__all__ = ["check_options", "filter_logits", "sample", "temperature", "top_k", "top_p"]
