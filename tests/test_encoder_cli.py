@@ -174,6 +174,25 @@ def test_import_embed_and_fine_tune(tmp_path, capsys):
     meta = json.loads((tuned / "config.json").read_text())
     assert meta["special_ids"]["cls"] == 2 and meta["model"]["n_labels"] == 2
     assert torch.load(tuned / "train_state.pt", weights_only=True)["train_config"]["lr"] == 5e-5
+    capsys.readouterr()
+    assert main(["classify", "train", *QUIET, "model.init=" + str(out), "data.mlm_steps=5",
+                 "--train", str(train), "--out", str(tmp_path / "no-mlm")]) == 2
+    assert "has no masked-LM head" in capsys.readouterr().err
+
+
+def test_resume_continues_fine_tuning(trained, tmp_path):
+    import shutil
+
+    root, out = trained
+    copy = tmp_path / "copy"
+    shutil.copytree(out, copy)
+    argv = ["classify", "train", "tiny", *QUIET, "model.d_model=32", "model.d_ff=64",
+            "data.vocab_size=200", "data.mlm_steps=40", "train.max_steps=170", "train.eval_every=50",
+            "train.lr=3e-3", "--train", str(root / "train.tsv"), "--valid", str(root / "valid.tsv"),
+            "--out", str(copy), "--resume"]
+    assert main(argv) == 0
+    assert torch.load(copy / "train_state.pt", weights_only=True)["step"] == 170
+    assert TextEncoder.load(copy).labels == ["blue", "red"]
 
 
 def test_import_errors(tmp_path, capsys):

@@ -3,11 +3,11 @@
 from pathlib import Path
 
 import pytest
-from test_data_corpora import write_mo  # the .mo writer of the gettext corpus tests
 
 from aiayn.classify import ClassifyDataConfig, load_examples
 from aiayn.data.gettext_origin import gettext_origin, label_names
 from aiayn.errors import ConfigError, UserError
+from test_data_corpora import write_mo  # the .mo writer of the gettext corpus tests
 
 
 @pytest.fixture

@@ -59,7 +59,7 @@ def test_bert_all_layers_match_hf():
                  output_hidden_states=True).hidden_states
         x = model.embed(ids, segments)
         assert (x - ref[0]).abs().max() <= 1e-4
-        for layer, expected in zip(model.encoder.layers, ref[1:]):
+        for layer, expected in zip(model.encoder.layers, ref[1:], strict=True):
             x = layer(x, model.attention_mask(ids))
             assert (x - expected).abs().max() <= 1e-4
 
@@ -188,3 +188,26 @@ def test_presets():
     assert encoder_preset("bert-base").layer_norm_eps == 1e-12 and not encoder_preset("bert-base").norm_first
     with pytest.raises(ConfigError, match="preset"):
         encoder_preset("bert-huge")
+
+
+def test_training_mlm_loss_projects_only_chosen_positions():
+    """classify.masked_lm_loss (vocabulary projection on the chosen positions only) gives the
+    same loss and gradients as mlm_loss on all logits."""
+    from aiayn.classify import masked_lm_loss
+    from aiayn.data.mlm import mask_tokens
+
+    torch.manual_seed(0)
+    model = EncoderModel(encoder_preset("tiny")).eval()
+    ids = torch.randint(5, 50, (4, 16))
+    inputs, labels = mask_tokens(ids, 4, 50, (0, 1, 2, 3), torch.Generator().manual_seed(0), rate=0.3)
+    loss, n, _ = masked_lm_loss(model, (inputs, labels))
+    loss.backward()
+    grads = {name: p.grad.clone() for name, p in model.named_parameters() if p.grad is not None}
+    model.zero_grad(set_to_none=True)
+    full = mlm_loss(model.mlm_logits(inputs), labels) * n
+    full.backward()
+    assert n == int((labels != IGNORE_INDEX).sum()) > 0
+    assert torch.allclose(loss, full, atol=1e-5)
+    for name, p in model.named_parameters():
+        if p.grad is not None:
+            assert torch.allclose(grads[name], p.grad, atol=1e-6), name

@@ -1,10 +1,11 @@
 """Training encoder-only models: masked-LM pretraining, then text classification.
 
-    aiayn classify train [CONFIG] [key=value ...] (--corpus gettext-origin | --train F.tsv --valid F.tsv)
+    aiayn classify train [CONFIG] [key=value ...] (--corpus gettext-origin | --train F.tsv ...)
 
 Two stages, each a resumable run of the one Trainer:
   1. (data.mlm_steps > 0) BERT's masked-LM pretraining on the training texts (aiayn.data.mlm:
-     15% of tokens, 80% [MASK] / 10% random / 10% kept) into OUT/pretrain, a model folder of its own;
+     15% of tokens, 80% [MASK] / 10% random / 10% kept) into OUT/pretrain, a model folder of
+     its own;
   2. fine-tuning with a classification head (cross-entropy on the pooled [CLS] vector) into OUT,
      starting from the pretrained encoder (or from `model.init`, e.g. an imported MiniLM).
 """
@@ -25,7 +26,7 @@ from aiayn.data.mlm import mask_tokens
 from aiayn.data.special import BOS, EOS, PAD, UNK
 from aiayn.data.tokenizer import Tokenizer
 from aiayn.errors import ConfigError, UserError
-from aiayn.models.encoder import EncoderModel, mlm_loss
+from aiayn.models.encoder import IGNORE_INDEX, EncoderModel
 from aiayn.text_encoder import FAMILY, TextEncoder
 from aiayn.training.stream import BatchStream
 from aiayn.vision import check_resume_experiment
@@ -61,9 +62,11 @@ class ClassifyDataConfig:
     def __post_init__(self) -> None:
         self._check_types()
         if (self.corpus is None) == (self.train is None):
-            _fail("corpus", self.corpus, "give exactly one of corpus (gettext-origin) or train (a TSV file)")
+            _fail("corpus", self.corpus,
+                  "give exactly one of corpus (gettext-origin) or train (a TSV file)")
         if self.corpus is not None and self.corpus != "gettext-origin":
-            _fail("corpus", self.corpus, "unknown text-classification corpus; the built-in one is gettext-origin")
+            _fail("corpus", self.corpus,
+                  "unknown text-classification corpus; the built-in one is gettext-origin")
         for name in ("n_labels", "vocab_size", "batch_size"):
             if getattr(self, name) <= 0:
                 _fail(name, getattr(self, name), "must be a positive integer")
@@ -85,9 +88,11 @@ def load_examples(data: ClassifyDataConfig) -> dict[str, list[Example]]:
     return splits
 
 
+Corrupt = Callable[[Tensor, torch.Generator], tuple[Tensor, Tensor]]
+
+
 def text_batches(ids: list[list[int]], labels: Tensor | None, batch_size: int, seed: int,
-                 pad_id: int, corrupt: Callable[[Tensor, torch.Generator], tuple[Tensor, Tensor]] | None = None
-                 ) -> BatchStream:
+                 pad_id: int, corrupt: Corrupt | None = None) -> BatchStream:
     """Shuffled, padded batches epoch after epoch -> (ids (B, T), labels): the class labels, or
     with `corrupt` (masked LM) the corrupted ids and their per-token labels. Shuffle and masking
     are seeded by (seed, epoch, batch), so a resumed run sees exactly the same batches."""
@@ -101,7 +106,8 @@ def text_batches(ids: list[list[int]], labels: Tensor | None, batch_size: int, s
         epoch, i, idx = item
         x = pad_ids([ids[j] for j in idx.tolist()], pad_id)
         if corrupt is not None:
-            return corrupt(x, torch.Generator().manual_seed((seed * 1_000_003 + epoch) * 1_000_003 + i))
+            g = torch.Generator().manual_seed((seed * 1_000_003 + epoch) * 1_000_003 + i)
+            return corrupt(x, g)
         return x, labels[idx]
 
     return BatchStream(plan, collate)
@@ -114,11 +120,13 @@ def _new_encoder(model: dict[str, Any], texts: Sequence[str], data: ClassifyData
     init = fields.pop("init", None)
     if init is not None:
         if fields:
-            raise UserError(f"{where}: model.init={init!r} takes the model as it is; drop model.{next(iter(fields))}")
+            raise UserError(f"{where}: model.init={init!r} takes the model as it is; "
+                            f"drop model.{next(iter(fields))}")
         return TextEncoder.load(init)
     name = fields.pop("preset", "bert-small-cpu")
     if name not in ENCODER_PRESETS:
-        raise UserError(f"{where}: model.preset={name!r}: unknown preset; choose one of {', '.join(ENCODER_PRESETS)}")
+        raise UserError(f"{where}: model.preset={name!r}: unknown preset; choose one of "
+                        f"{', '.join(ENCODER_PRESETS)}")
     for key in ("vocab_size", "pad_id", "n_labels"):
         if key in fields:
             raise UserError(f"{where}: model.{key}: set by the data")
@@ -139,24 +147,35 @@ def _with_classifier(enc: TextEncoder, labels: list[str]) -> TextEncoder:
     model = EncoderModel(cfg)
     state = {k: v for k, v in enc.model.state_dict().items() if not k.startswith("classifier.")}
     model.load_state_dict(state, strict=False)
-    return TextEncoder(model, enc.tokenizer, enc.special, labels, meta=enc.meta, max_len=enc.max_len)
+    return TextEncoder(model, enc.tokenizer, enc.special, labels, meta=enc.meta,
+                       max_len=enc.max_len)
+
+
+def _device(model) -> torch.device:
+    return next(model.parameters()).device
 
 
 def classification_loss(model, batch: tuple[Tensor, Tensor], label_smoothing: float = 0.0):
-    ids, labels = batch
+    """(loss summed over the batch, examples, {"accuracy": correct count}) for the Trainer."""
+    ids, labels = (t.to(_device(model)) for t in batch)
     logits = model.classify(ids)
     loss = F.cross_entropy(logits.float(), labels, label_smoothing=label_smoothing, reduction="sum")
     return loss, len(labels), {"accuracy": (logits.argmax(-1) == labels).sum().item()}
 
 
 def masked_lm_loss(model, batch: tuple[Tensor, Tensor]):
-    inputs, labels = batch
-    n = int((labels != -100).sum())
-    return mlm_loss(model.mlm_logits(inputs), labels) * n, n, {}
+    """Summed cross-entropy over the chosen positions only. The vocabulary projection is applied
+    to those positions alone (~15% of them): the same loss as ``mlm_loss`` on all logits."""
+    inputs, labels = (t.to(_device(model)) for t in batch)
+    chosen = labels != IGNORE_INDEX
+    logits = model.mlm(model(inputs)[chosen])  # (n, V)
+    loss = F.cross_entropy(logits.float(), labels[chosen], reduction="sum")
+    n = int(chosen.sum())
+    return loss, n, {"accuracy": (logits.argmax(-1) == labels[chosen]).sum().item()}
 
 
 def _pretrain(enc: TextEncoder, ids: list[list[int]], train: TrainConfig, data: ClassifyDataConfig,
-              out: Path, say: Callable[[str], None]) -> TextEncoder:
+              out: Path, meta: dict[str, Any], say: Callable[[str], None]) -> TextEncoder:
     """Stage 1: masked-LM pretraining into out/pretrain (resumed, or skipped when complete)."""
     from aiayn.training.checkpoint import TRAIN_STATE_FILE, load_train_state
     from aiayn.training.trainer import Trainer
@@ -166,7 +185,8 @@ def _pretrain(enc: TextEncoder, ids: list[list[int]], train: TrainConfig, data: 
     if resume and load_train_state(folder)["step"] >= data.mlm_steps:
         say(f"masked-LM pretraining: complete in {folder}")
         return TextEncoder.load(folder)
-    enc.save(folder)
+    if not resume:
+        enc.save(folder)
     special = [enc.special[k] for k in ("pad", "cls", "sep", "unk") if k in enc.special]
     vocab = enc.model.config.vocab_size
     stream = text_batches(ids, None, data.batch_size, train.seed, enc.special["pad"],
@@ -174,9 +194,49 @@ def _pretrain(enc: TextEncoder, ids: list[list[int]], train: TrainConfig, data: 
                                                            rate=data.mlm_rate))
     cfg = train.replace(max_steps=data.mlm_steps, eval_every=0, max_minutes=None)
     say(f"masked-LM pretraining: {data.mlm_steps} steps into {folder}")
-    Trainer(enc.model, cfg, stream, masked_lm_loss, folder, family=FAMILY,
-            meta={**enc.meta, "special_ids": enc.special, "labels": []}).fit(resume=resume)
+    meta = {**meta, "task": "masked-lm", "special_ids": enc.special, "labels": []}
+    Trainer(enc.model, cfg, stream, masked_lm_loss, folder, family=FAMILY, meta=meta).fit(resume=resume)
     return TextEncoder.load(folder)
+
+
+def _label_names(splits: dict[str, list[Example]], data: ClassifyDataConfig) -> list[str]:
+    labels = sorted({y for _, y in splits["train"]})
+    unseen = sorted({y for s in ("valid", "test") for _, y in splits.get(s, [])} - set(labels))
+    if unseen:
+        raise UserError(f"{data.valid or data.corpus}: label {unseen[0]!r} never occurs in the "
+                        "training data")
+    if len(labels) < 2:
+        raise UserError(f"{data.train or data.corpus}: needs at least 2 labels, "
+                        f"found {len(labels)}")
+    return labels
+
+
+def _prepare(model: dict[str, Any], train: TrainConfig, data: ClassifyDataConfig, out: Path,
+             resume: bool, splits: dict[str, list[Example]], experiment: dict[str, Any],
+             say: Callable[[str], None], where: str) -> tuple[TextEncoder, bool]:
+    """The encoder to fine-tune (pretrained first when asked); True if fine-tuning resumes."""
+    from aiayn.training.checkpoint import TRAIN_STATE_FILE
+    from aiayn.training.translation import check_out_folder
+
+    if not resume:
+        check_out_folder(out, False)
+    if resume and (out / TRAIN_STATE_FILE).is_file():
+        check_resume_experiment(out, experiment)
+        return TextEncoder.load(out), True
+    if resume:  # the pretraining stage was interrupted: same tokenizer, weights from its state
+        if not (out / PRETRAIN_DIR / TRAIN_STATE_FILE).is_file():
+            raise UserError(f"{out / TRAIN_STATE_FILE}: not found: nothing to resume")
+        check_resume_experiment(out / PRETRAIN_DIR, experiment)
+        enc = TextEncoder.load(out / PRETRAIN_DIR)
+    else:
+        enc = _new_encoder(model, [t for t, _ in splits["train"]], data, where)
+    if data.mlm_steps:
+        if enc.model.mlm is None or "mask" not in enc.special:
+            raise UserError(f"{where}: data.mlm_steps={data.mlm_steps}: the model has no masked-LM "
+                            "head (or no [MASK] token); set data.mlm_steps=0")
+        ids = [enc.token_ids(t) for t, _ in splits["train"]]
+        enc = _pretrain(enc, ids, train, data, out, {**enc.meta, "experiment": experiment}, say)
+    return enc, False
 
 
 def train_classifier(model: dict[str, Any], train: TrainConfig, data: ClassifyDataConfig,
@@ -184,55 +244,37 @@ def train_classifier(model: dict[str, Any], train: TrainConfig, data: ClassifyDa
                      where: str = "config"):
     """Train (optionally MLM-pretrain, then fine-tune) a text classifier into `out`.
     Returns (TrainResult, test accuracy or None). `where` names the settings' source in errors."""
-    from aiayn.training.checkpoint import TRAIN_STATE_FILE
     from aiayn.training.trainer import Trainer, seed_everything
-    from aiayn.training.translation import check_out_folder
 
     out = Path(out)
-    resume_fine_tune = resume and (out / TRAIN_STATE_FILE).is_file()
-    if not resume:
-        check_out_folder(out, False)
-    elif not resume_fine_tune and not (out / PRETRAIN_DIR / TRAIN_STATE_FILE).is_file():
-        raise UserError(f"{out / TRAIN_STATE_FILE}: not found: nothing to resume")
     experiment = {"model": model, "data": data.to_dict()}
-    if resume_fine_tune:
-        check_resume_experiment(out, experiment)
     splits = load_examples(data)
-    labels = sorted({y for _, y in splits["train"]})
-    unseen = sorted({y for s in ("valid", "test") for _, y in splits.get(s, [])} - set(labels))
-    if unseen:
-        raise UserError(f"{data.valid or data.corpus}: label {unseen[0]!r} never occurs in the training data")
-    if len(labels) < 2:
-        raise UserError(f"{data.train or data.corpus}: needs at least 2 labels, found {len(labels)}")
+    labels = _label_names(splits, data)
     say(f"data: {len(splits['train'])} training, {len(splits['valid'])} validation examples, "
         f"{len(labels)} labels")
     seed_everything(train.seed)
-    if resume_fine_tune:
-        enc = TextEncoder.load(out)
-    else:
-        enc = _new_encoder(model, [t for t, _ in splits["train"]], data, where)
-    ids = [enc.token_ids(t) for t, _ in splits["train"]]
-    if data.mlm_steps and not resume_fine_tune:
-        enc = _pretrain(enc, ids, train, data, out, say)
-    if not resume_fine_tune:
+    enc, resuming = _prepare(model, train, data, out, resume, splits, experiment, say, where)
+    if not resuming:
         enc = _with_classifier(enc, labels)
         enc.save(out)  # tokenizer and special ids beside the weights the Trainer writes
-    say(f"model: {enc.model.num_parameters():,} parameters (d_model {enc.model.config.d_model}, "
-        f"{enc.model.config.n_layers} layers), vocabulary {enc.model.config.vocab_size}")
+    cfg = enc.model.config
+    say(f"model: {enc.model.num_parameters():,} parameters (d_model {cfg.d_model}, "
+        f"{cfg.n_layers} layers), vocabulary {cfg.vocab_size}")
+    enc.device = torch.device(train.device)  # where the Trainer puts the model (for evaluate)
     index = {y: i for i, y in enumerate(labels)}
     targets = torch.tensor([index[y] for _, y in splits["train"]])
+    ids = [enc.token_ids(t) for t, _ in splits["train"]]
     stream = text_batches(ids, targets, data.batch_size, train.seed, enc.special["pad"])
 
     def evaluate(m) -> dict[str, float]:
         return {"valid_accuracy": enc.evaluate(splits["valid"])} if splits["valid"] else {}
 
-    meta = {**enc.meta, "task": "text-classification", "special_ids": enc.special, "labels": labels,
-            "experiment": experiment}
-    if enc.meta.get("max_seq_length"):
-        meta["max_seq_length"] = enc.meta["max_seq_length"]
-    trainer = Trainer(enc.model, train, stream, lambda m, b: classification_loss(m, b, train.label_smoothing),
+    meta = {**enc.meta, "task": "text-classification", "special_ids": enc.special,
+            "labels": labels, "experiment": experiment}
+    trainer = Trainer(enc.model, train, stream,
+                      lambda m, b: classification_loss(m, b, train.label_smoothing),
                       out, family=FAMILY, meta=meta, evaluate=evaluate)
-    result = trainer.fit(resume=resume_fine_tune)
+    result = trainer.fit(resume=resuming)
     test = enc.evaluate(splits["test"]) if splits.get("test") else None
     return result, test
 

@@ -101,7 +101,8 @@ class TextEncoder:
     def predict_proba(self, texts: Sequence[str], batch_size: int = 64) -> Tensor:
         """Class probabilities (B, n_labels)."""
         if self.model.classifier is None:
-            raise UserError("this model has no classification head (train one with `aiayn classify train`)")
+            raise UserError("this model has no classification head "
+                            "(train one with `aiayn classify train`)")
         self.model.eval()
         out = [self.model.classify(self.batch(texts[i:i + batch_size])).float().softmax(-1).cpu()
                for i in range(0, len(texts), batch_size)]
@@ -111,14 +112,16 @@ class TextEncoder:
         """(label, probability) of the most likely class of each text."""
         texts = [texts] if isinstance(texts, str) else list(texts)
         probs = self.predict_proba(texts)
-        return [(self.labels[int(i)], float(p)) for p, i in zip(*probs.max(-1))] if len(texts) else []
+        if not texts:
+            return []
+        return [(self.labels[int(i)], float(p)) for p, i in zip(*probs.max(-1), strict=True)]
 
     def evaluate(self, examples: Sequence[tuple[str, str]]) -> float:
         """Accuracy on (text, label) examples."""
         if not examples:
             raise UserError("no examples to evaluate")
         predicted = self.classify([t for t, _ in examples])
-        return sum(p == y for (p, _), (_, y) in zip(predicted, examples)) / len(examples)
+        return sum(p == y for (p, _), (_, y) in zip(predicted, examples, strict=True)) / len(examples)
 
 
 # -- importing a BERT checkpoint folder ------------------------------------------------------

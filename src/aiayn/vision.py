@@ -99,7 +99,8 @@ def image_batches(images: Tensor, labels: Tensor, data: VisionDataConfig, seed: 
 
 
 def classification_loss(model, batch: tuple[Tensor, Tensor], label_smoothing: float = 0.0):
-    """(loss summed over the batch, examples, {"correct": ...}) for the Trainer."""
+    """(loss summed over the batch, examples, {"accuracy": correct count}) for the Trainer,
+    which divides the sums by the example count."""
     images, labels = batch
     logits = model(images.to(_device(model)))
     labels = labels.to(logits.device)
@@ -153,7 +154,7 @@ class ImageClassifier:
     def predict(self, images: Tensor) -> list[tuple[str, float]]:
         """images (B, C, H, W) in [0, 1] -> (class name, probability) per image."""
         probs = predict_logits(self.model, images).softmax(-1)
-        return [(self.classes[int(i)], float(p)) for p, i in zip(*probs.max(-1))]
+        return [(self.classes[int(i)], float(p)) for p, i in zip(*probs.max(-1), strict=True)]
 
     def predict_files(self, paths: Sequence[str | Path]) -> list[tuple[str, float]]:
         size = self.model.config.image_size
@@ -174,7 +175,8 @@ def build_vit_config(model: ViTConfig | dict[str, Any], corpus: ImageCorpus,
     fields = dict(model)
     name = fields.pop("preset", "vit-digits")
     if name not in VIT_PRESETS:
-        raise UserError(f"{where}: model.preset={name!r}: unknown preset; choose one of {', '.join(VIT_PRESETS)}")
+        raise UserError(f"{where}: model.preset={name!r}: unknown preset; choose one of "
+                        f"{', '.join(VIT_PRESETS)}")
     for key in data_fields:
         if key in fields:
             raise UserError(f"{where}: model.{key}: set by the data")
@@ -240,5 +242,6 @@ def check_resume_experiment(out: Path, now: dict[str, Any]) -> None:
 
 
 __all__ = ["FAMILY", "ImageClassifier", "VIT_TRAIN_DEFAULTS", "VisionDataConfig", "accuracy",
-           "build_vit_config", "check_resume_experiment", "classification_loss", "image_batches", "train_vit"]
+           "build_vit_config", "check_resume_experiment", "classification_loss", "image_batches",
+           "train_vit"]
 

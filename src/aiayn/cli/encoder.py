@@ -1,7 +1,7 @@
 """`aiayn classify train | predict | eval`, `aiayn import`, `aiayn embed`: encoder-only models.
 
-    aiayn classify train [CONFIG] [key=value ...] (--corpus gettext-origin | --train F.tsv [--valid F.tsv])
-                         --out MODEL [--resume]
+    aiayn classify train [CONFIG] [key=value ...]
+                         (--corpus gettext-origin | --train F.tsv [--valid F.tsv]) --out MODEL [--resume]
     aiayn classify predict --model MODEL [TEXT ...]        (default: one text per stdin line)
     aiayn classify eval --model MODEL [--test F.tsv]      (default: the corpus's test split)
     aiayn import hf-bert DIR --out MODEL                   (BERT-architecture checkpoint folder)
@@ -34,7 +34,8 @@ def register(sub) -> None:
 
     train = cmds.add_parser("train", help="train a text classifier")
     train.add_argument("items", nargs="*", metavar="[CONFIG] [KEY=VALUE]",
-                       help="config file or preset name, then overrides (train.max_steps=100)")
+                       help="config file or preset name, then overrides (train.max_steps=100); "
+                       "put them before the --options")
     src = train.add_mutually_exclusive_group()
     src.add_argument("--corpus", choices=("gettext-origin",), help="built-in labelled corpus")
     src.add_argument("--train", metavar="FILE.tsv", help="training examples: text<TAB>label lines")
@@ -98,7 +99,8 @@ def _import_vit(args: argparse.Namespace) -> int:
 # kind -> (help, function). Other families add their converters here (e.g. "hf-gpt2").
 IMPORTERS = {
     "hf-bert": ("BERT-architecture folder (e.g. all-MiniLM-L6-v2) -> encoder model", _import_bert),
-    "hf-vit": ("ViT folder (transformers ViTModel / ViTForImageClassification) -> vit model", _import_vit),
+    "hf-vit": ("ViT folder (transformers ViTModel / ViTForImageClassification) -> vit model",
+               _import_vit),
 }
 
 
@@ -143,7 +145,7 @@ def _predict(args: argparse.Namespace) -> int:
 
     enc = TextEncoder.load(args.model)
     texts = _texts(args)
-    for text, (label, prob) in zip(texts, enc.classify(texts)):
+    for text, (label, prob) in zip(texts, enc.classify(texts), strict=True):
         if args.json:
             print(json.dumps({"text": text, "label": label, "probability": round(prob, 6)},
                              ensure_ascii=False))
@@ -182,7 +184,7 @@ def _embed(args: argparse.Namespace) -> int:
     vectors = enc.embed(texts)
     if args.json:
         print(json.dumps([{"text": t, "embedding": [round(float(x), 7) for x in v]}
-                          for t, v in zip(texts, vectors)], ensure_ascii=False))
+                          for t, v in zip(texts, vectors, strict=True)], ensure_ascii=False))
     elif args.similarity:
         sims = vectors @ vectors.T
         for i, text in enumerate(texts):

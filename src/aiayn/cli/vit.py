@@ -32,7 +32,8 @@ def register(sub) -> None:
 
     train = cmds.add_parser("train", help="train a ViT on digits or a folder of images")
     train.add_argument("items", nargs="*", metavar="[CONFIG] [KEY=VALUE]",
-                       help="config file or preset name, then overrides (train.max_steps=100)")
+                       help="config file or preset name, then overrides (train.max_steps=100); "
+                       "put them before the --options")
     src = train.add_mutually_exclusive_group()
     src.add_argument("--corpus", choices=("digits",), help="built-in image corpus (default digits)")
     src.add_argument("--images", metavar="DIR", help="folder with one sub-folder of images per class")
@@ -54,7 +55,8 @@ def register(sub) -> None:
     ev.set_defaults(func=_eval)
 
 
-def read_experiment(items: list[str], presets: dict[str, Any], default_preset: str) -> tuple[dict[str, Any], str]:
+def read_experiment(items: list[str], presets: dict[str, Any],
+                    default_preset: str) -> tuple[dict[str, Any], str]:
     """(raw sections, where) from [CONFIG] [KEY=VALUE ...]: CONFIG is a file or a preset name."""
     from aiayn.training.experiment import apply_overrides, read_config_file
 
@@ -122,7 +124,7 @@ def _predict(args: argparse.Namespace) -> int:
     from aiayn.vision import ImageClassifier
 
     clf = ImageClassifier.load(args.model)
-    for path, (label, prob) in zip(args.images, clf.predict_files(args.images)):
+    for path, (label, prob) in zip(args.images, clf.predict_files(args.images), strict=True):
         if args.json:
             print(json.dumps({"image": path, "label": label, "probability": round(prob, 6)}))
         else:
@@ -148,8 +150,10 @@ def _eval(args: argparse.Namespace) -> int:
     else:
         data = clf.meta.get("experiment", {}).get("data")
         if data is None:
-            raise UserError(f"{args.model}: no record of its training data; score a folder with --images")
+            raise UserError(f"{args.model}: no record of its training data; score a folder "
+                            "with --images")
         images, labels = load_image_corpus(VisionDataConfig.from_dict(data)).splits[args.split]
-        what = f"the {args.split} split of {data.get('images') or data.get('corpus')} ({len(labels)} images)"
+        source = data.get("images") or data.get("corpus")
+        what = f"the {args.split} split of {source} ({len(labels)} images)"
     print(f"accuracy {100 * clf.evaluate(images, labels):.2f}% on {what}")
     return 0

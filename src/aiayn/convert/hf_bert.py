@@ -79,7 +79,8 @@ def config_from_hf(hf_config: Any, hf_state: Mapping[str, Tensor] | None = None)
         raise UserError("BERT config is_decoder / add_cross_attention is not supported by EncoderModel")
     act = c.get("hidden_act", "gelu")
     if act not in ACTIVATIONS:
-        raise UserError(f"BERT config hidden_act={act!r} is not supported (known: {', '.join(ACTIVATIONS)})")
+        raise UserError(f"BERT config hidden_act={act!r} is not supported "
+                        f"(known: {', '.join(ACTIVATIONS)})")
     n_labels = state["classifier.weight"].shape[0] if "classifier.weight" in state else 0
     return EncoderConfig(
         vocab_size=c.get("vocab_size", 30522), d_model=c.get("hidden_size", 768),
@@ -107,7 +108,8 @@ def convert_state_dict(hf_state: Mapping[str, Tensor], config: EncoderConfig) ->
         else:
             out[ours] = tensor.detach().clone()
     if unknown:
-        raise UserError(f"BERT checkpoint has parameters with no EncoderModel counterpart: {unknown[:3]}")
+        raise UserError("BERT checkpoint has parameters with no EncoderModel counterpart: "
+                        f"{unknown[:3]}")
     return out
 
 
@@ -130,7 +132,8 @@ def load_state(model: EncoderModel, state: dict[str, Tensor], where: str = "BERT
     missing, unexpected = model.load_state_dict(state, strict=False)
     missing = [m for m in missing if m != "mlm.output.weight"]
     if missing or unexpected:
-        raise UserError(f"{where} do not match the config (missing {missing[:3]}, unexpected {unexpected[:3]})")
+        raise UserError(f"{where} do not match the config (missing {missing[:3]}, "
+                        f"unexpected {unexpected[:3]})")
 
 
 def from_hf(hf_model: torch.nn.Module) -> EncoderModel:

@@ -10,7 +10,8 @@ ViT's foreign names live only here. Its layers are pre-norm encoder layers:
     encoder.layer.i.layernorm_before / layernorm_after
                                               encoder.layers.i.attn_residual.norm / ffn_residual.norm
     encoder.layer.i.attention.attention.query / key / value, attention.output.dense
-                                              encoder.layers.i.self_attn.q_proj / k_proj / v_proj / out_proj
+                                              encoder.layers.i.self_attn.q_proj / k_proj /
+                                                  v_proj / out_proj
     encoder.layer.i.intermediate.dense / output.dense
                                               encoder.layers.i.ffn.w1 / ffn.w2
     (transformers >= 5 in memory: layers.i.attention.q_proj / k_proj / v_proj / o_proj, mlp.fc1 / fc2)
@@ -55,9 +56,11 @@ def config_from_hf(hf_config: Any, hf_state: Mapping[str, Tensor] | None = None)
     state = {k.removeprefix("vit."): v for k, v in (hf_state or {}).items()}
     act = c.get("hidden_act", "gelu")
     if act not in ACTIVATIONS:
-        raise UserError(f"ViT config hidden_act={act!r} is not supported (known: {', '.join(ACTIVATIONS)})")
+        raise UserError(f"ViT config hidden_act={act!r} is not supported "
+                        f"(known: {', '.join(ACTIVATIONS)})")
     if c.get("qkv_bias", True) is False:
-        raise UserError("ViT config qkv_bias=false is not supported (aiayn projections share one bias flag)")
+        raise UserError("ViT config qkv_bias=false is not supported "
+                        "(aiayn projections share one bias flag)")
     size, patch = c.get("image_size", 224), c.get("patch_size", 16)
     if isinstance(size, list | tuple) or isinstance(patch, list | tuple):
         raise UserError("ViT config with non-square image_size / patch_size is not supported")
@@ -89,7 +92,8 @@ def convert_state_dict(hf_state: Mapping[str, Tensor], config: ViTConfig) -> dic
             tensor = tensor.reshape(tensor.shape[0], -1)  # (D, C, P, P) -> (D, C*P*P)
         out[ours] = tensor.detach().clone()
     if unknown:
-        raise UserError(f"ViT checkpoint has parameters with no VisionTransformer counterpart: {unknown[:3]}")
+        raise UserError("ViT checkpoint has parameters with no VisionTransformer counterpart: "
+                        f"{unknown[:3]}")
     return out
 
 
@@ -113,7 +117,8 @@ def _map_name(name: str) -> str | None:
 def _load(model: VisionTransformer, state: dict[str, Tensor], where: str) -> None:
     missing, unexpected = model.load_state_dict(state, strict=False)
     if missing or unexpected:
-        raise UserError(f"{where} do not match the config (missing {missing[:3]}, unexpected {unexpected[:3]})")
+        raise UserError(f"{where} do not match the config (missing {missing[:3]}, "
+                        f"unexpected {unexpected[:3]})")
 
 
 def from_hf(hf_model: torch.nn.Module) -> VisionTransformer:

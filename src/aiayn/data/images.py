@@ -60,7 +60,8 @@ def digits(valid_frac: float = 0.1, test_frac: float = 0.2, seed: int = 0) -> Im
     rest, test = train_test_split(index, test_size=test_frac, stratify=data.target, random_state=seed)
     train, valid = train_test_split(rest, test_size=valid_frac / (1 - test_frac),
                                     stratify=data.target[rest], random_state=seed)
-    splits = {name: (x[np.sort(i)], y[np.sort(i)]) for name, i in zip(SPLITS, (train, valid, test))}
+    parts = zip(SPLITS, (train, valid, test), strict=True)
+    splits = {name: (x[np.sort(i)], y[np.sort(i)]) for name, i in parts}
     return ImageCorpus(splits, [str(d) for d in data.target_names], channels=1, image_size=8)
 
 
@@ -99,7 +100,8 @@ def _guess_format(files: list[Path]) -> tuple[int, int]:
     except Exception as e:  # noqa: BLE001  (Pillow raises many kinds)
         raise UserError(f"{path}: not a readable image ({e})") from None
     if w != h:
-        raise UserError(f"{path}: image is {w}x{h}, not square; give image_size (--image-size) to resize all images")
+        raise UserError(f"{path}: image is {w}x{h}, not square; set data.image_size to resize "
+                        "all images")
     return (1 if mode in ("1", "L", "LA", "I", "I;16", "F") else 3), w
 
 
@@ -113,7 +115,8 @@ def image_folder(folder: str | Path, image_size: int | None = None, channels: in
         raise UserError(f"{folder}: image folder not found")
     classes = sorted(p.name for p in folder.iterdir() if p.is_dir() and not p.name.startswith("."))
     if len(classes) < 2:
-        raise UserError(f"{folder}: needs at least 2 class sub-folders (one per class), found {len(classes)}")
+        raise UserError(f"{folder}: needs at least 2 class sub-folders (one per class), "
+                        f"found {len(classes)}")
     extensions = _image_extensions()
     files: list[tuple[Path, int]] = []
     for label, name in enumerate(classes):

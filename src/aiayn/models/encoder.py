@@ -47,7 +47,8 @@ class EncoderEmbedding(nn.Module):
         if self.segments is not None:
             x = x + self.segments(segments if segments is not None else torch.zeros_like(ids))
         elif segments is not None:
-            raise ValueError("segments given, but the model has no segment embeddings (type_vocab_size=0)")
+            raise ValueError("segments given, but the model has no segment embeddings "
+                             "(type_vocab_size=0)")
         if self.norm is not None:
             x = self.norm(x)
         return self.dropout(x)

@@ -34,7 +34,8 @@ def patchify(images: Tensor, patch_size: int) -> Tensor:
     return x.reshape(b, (h // p) * (w // p), c * p * p)
 
 
-def unpatchify(patches: Tensor, patch_size: int, channels: int, height: int, width: int | None = None) -> Tensor:
+def unpatchify(patches: Tensor, patch_size: int, channels: int, height: int,
+               width: int | None = None) -> Tensor:
     """The inverse of patchify: (B, N, C*P*P) -> (B, C, H, W)."""
     width = height if width is None else width
     b, p, c = patches.shape[0], patch_size, channels
@@ -87,7 +88,8 @@ class VisionTransformer(nn.Module):
         cfg = self.config
         expected = (cfg.channels, cfg.image_size, cfg.image_size)
         if images.dim() != 4 or tuple(images.shape[1:]) != expected:
-            raise ValueError(f"images of shape {tuple(images.shape)}; the model takes (B, {', '.join(map(str, expected))})")
+            raise ValueError(f"images of shape {tuple(images.shape)}; the model takes "
+                             f"(B, {', '.join(map(str, expected))})")
         x = self.patch_embed(images)  # (B, N, D)
         x = torch.cat([self.cls_token.expand(x.shape[0], -1, -1).to(x.dtype), x], dim=1)  # (B, N+1, D)
         x = self.dropout(x + self.positions(x.shape[1]).to(x.dtype))

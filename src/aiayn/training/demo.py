@@ -4,12 +4,14 @@ The recipe (DEMO_EXPERIMENT, also configs/demo.yaml) is the paper's (§5: Adam w
 label smoothing 0.1, dropout 0.1, post-norm, shared BPE vocabulary, length-bucketed batches,
 §6.1 beam 4 with alpha 0.6), scaled to two CPU cores and a few minutes:
 
-* d_model 128, 4 heads, d_ff 512, 3 + 3 layers (1.4M parameters; the base model has 65M);
+* d_model 128, 4 heads, d_ff 512, 2 + 2 layers (0.9M parameters; the base model has 65M);
 * a 300-token BPE vocabulary, small enough that German number words split into their parts
   ("fünf|tausend|drei|hundert|zwei|und|neun|zig"), which the model can learn compositionally;
-* ~2000-token batches (the paper: 25k + 25k) for many more updates per minute, with the noam
-  schedule rescaled to peak at lr 2e-3 after 200 warmup steps (the paper: d_model^-0.5 peak
-  after 4000 steps, tuned for its 100k-step runs).
+* ~1500-token batches (the paper: 25k + 25k) for many more updates per minute, with the noam
+  schedule rescaled to peak at lr 3e-3 after 300 warmup steps (the paper: d_model^-0.5 peak
+  after 4000 steps, tuned for its 100k-step runs);
+* one CPU thread: these matrices are small, and a second thread that has to wait for a busy
+  core made steps 35 times slower on a shared 2-core machine.
 
 The folder it writes is an ordinary model folder (`aiayn translate --model DIR`), plus
 metrics.json (test exact match, BLEU, chrF, train_seconds, ...) and attention.png.
@@ -24,17 +26,19 @@ import time
 from pathlib import Path
 from typing import Any
 
+import torch
+
 from aiayn.errors import UserError
 from aiayn.folder import CONFIG_FILE, atomic_write_text
 
 DEMO_EXPERIMENT: dict[str, Any] = {
     "out": "demo-model",
-    "model": {"d_model": 128, "n_heads": 4, "d_ff": 512, "n_layers": 3, "dropout": 0.1,
+    "model": {"d_model": 128, "n_heads": 4, "d_ff": 512, "n_layers": 2, "dropout": 0.1,
               "max_len": 64},
     "data": {"corpus": "dates-numbers", "vocab_size": 300, "valid_pairs": 200},
-    "train": {"max_minutes": 7.0, "max_steps": 100_000, "max_tokens": 2000, "lr": 2e-3,
-              "warmup_steps": 200, "label_smoothing": 0.1, "eval_every": 500, "save_every": 500,
-              "log_every": 50, "seed": 0},
+    "train": {"max_minutes": 7.0, "max_steps": 100_000, "max_tokens": 1500, "lr": 3e-3,
+              "warmup_steps": 300, "label_smoothing": 0.1, "eval_every": 500, "save_every": 500,
+              "log_every": 50, "seed": 0, "threads": 1},
 }
 N_SAMPLES = 6
 
@@ -94,8 +98,6 @@ def _attention_figure(translator, source: str, path: Path) -> Path:
 def run_demo(out: str | Path = "demo-model", minutes: float | None = None, beam: int = 4,
              test_limit: int | None = None, overrides: list[str] | None = None) -> int:
     from aiayn.training.experiment import apply_overrides, experiment_from_dict
-    from aiayn.training.translation import load_pairs, score_translations, train_translation
-    from aiayn.translator import Translator
 
     out = Path(out)
     raw = apply_overrides(DEMO_EXPERIMENT, list(overrides or []), "demo")
@@ -105,6 +107,17 @@ def run_demo(out: str | Path = "demo-model", minutes: float | None = None, beam:
         raw["train"]["max_minutes"] = float(minutes)
     exp = experiment_from_dict(raw, "demo")
     _check_out(out)
+    threads = torch.get_num_threads()
+    try:  # exp.train.threads for decoding too, not only for training (the Trainer's part)
+        torch.set_num_threads(exp.train.threads or threads)
+        return _run(exp, out, beam, test_limit)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _run(exp, out: Path, beam: int, test_limit: int | None) -> int:
+    from aiayn.training.translation import load_pairs, train_translation
+
     tmp = out.parent / f".{out.name}.training"
     if tmp.exists():
         shutil.rmtree(tmp)  # left by a demo that was killed
@@ -117,26 +130,10 @@ def run_demo(out: str | Path = "demo-model", minutes: float | None = None, beam:
             print(f"aiayn: interrupted; {out} left as it was", file=sys.stderr)
             return 130
         _say(f"trained {result.step} steps in {result.seconds:.0f} s")
-        test = load_pairs(exp.data).get("test") or []
-        if test_limit is not None:
-            test = test[:test_limit]
+        test = (load_pairs(exp.data).get("test") or [])[:test_limit]
         if not test:
             raise UserError("the demo corpus has no test split")
-        translator = Translator.load(tmp)
-        start = time.perf_counter()
-        hyps = translator.translate([s for s, _ in test], beam=beam)
-        decode_seconds = time.perf_counter() - start
-        scores = score_translations(hyps, [t for _, t in test])
-        metrics = {"exact_match": scores["exact_match"], "bleu": scores["bleu"],
-                   "chrf": scores["chrf"], "train_seconds": round(result.seconds, 1),
-                   "steps": result.step, "test_sentences": len(test), "beam": beam,
-                   "decode_seconds": round(decode_seconds, 2),
-                   "parameters": translator.model.num_parameters(),
-                   "bleu_signature": scores["bleu_signature"],
-                   "chrf_signature": scores["chrf_signature"]}
-        atomic_write_text(tmp / "metrics.json", json.dumps(metrics, indent=2, ensure_ascii=False) + "\n")
-        example = _pick_example(test)
-        _attention_figure(translator, example[0], tmp / "attention.png")
+        metrics, hyps, example = _test_and_show(tmp, test, beam, result)
         _swap_in(tmp, out)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -149,6 +146,29 @@ def run_demo(out: str | Path = "demo-model", minutes: float | None = None, beam:
         mark = "ok" if hyp == ref else f"expected {ref!r}"
         _say(f"  {src!r:48} -> {hyp!r}  [{mark}]")
     _say(f"\nwrote {out}/ (model, tokenizer, checkpoints), {out / 'metrics.json'}, "
-         f"{out / 'attention.png'} (cross-attention of {example[0]!r})")
+         f"{out / 'attention.png'} (cross-attention of {example!r})")
     _say(f"\ntranslate more:\n  aiayn translate --model {out} \"March 5, 2024\" \"four hundred and two\"")
     return 0
+
+
+def _test_and_show(folder: Path, test, beam: int, result):
+    """Score the test split, write metrics.json and attention.png into `folder`."""
+    from aiayn.training.translation import score_translations
+    from aiayn.translator import Translator
+
+    translator = Translator.load(folder)
+    start = time.perf_counter()
+    hyps = translator.translate([s for s, _ in test], beam=beam)
+    decode_seconds = time.perf_counter() - start
+    scores = score_translations(hyps, [t for _, t in test])
+    metrics = {"exact_match": scores["exact_match"], "bleu": scores["bleu"],
+               "chrf": scores["chrf"], "train_seconds": round(result.seconds, 1),
+               "steps": result.step, "test_sentences": len(test), "beam": beam,
+               "decode_seconds": round(decode_seconds, 2),
+               "parameters": translator.model.num_parameters(),
+               "bleu_signature": scores["bleu_signature"],
+               "chrf_signature": scores["chrf_signature"]}
+    atomic_write_text(folder / "metrics.json", json.dumps(metrics, indent=2, ensure_ascii=False) + "\n")
+    example = _pick_example(test)[0]
+    _attention_figure(translator, example, folder / "attention.png")
+    return metrics, hyps, example
