@@ -47,8 +47,10 @@ def main(argv: list[str] | None = None) -> dict:
     args = parser.parse_args(argv)
 
     out = Path(args.out)
-    if out.exists():
-        shutil.rmtree(out)
+    averaged = out.with_name(out.name + "-avg")
+    for folder in (out, averaged):
+        if folder.exists():
+            shutil.rmtree(folder)
     exp = load_experiment(CONFIG, [f"train.max_minutes={args.minutes}", "train.progress=false",
                                    *args.overrides])
     result, _ = train_translation(exp, out=out, say=lambda m: print(m, flush=True))
@@ -60,8 +62,8 @@ def main(argv: list[str] | None = None) -> dict:
               "date": datetime.date.today().isoformat()}
     folders = {"last": out}
     if args.average:
-        steps = average_checkpoints(out, args.average, out.with_name(out.name + "-avg"))
-        folders[f"avg{len(steps)}"] = out.with_name(out.name + "-avg")
+        steps = average_checkpoints(out, args.average, averaged)
+        folders[f"avg{len(steps)}"] = averaged
     for name, folder in folders.items():
         translator = Translator.load(folder)
         start = time.perf_counter()

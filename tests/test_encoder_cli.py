@@ -227,3 +227,20 @@ def test_import_hf_vit(tmp_path):
     with torch.no_grad():
         assert (clf.model(images) - hf(pixel_values=images).logits).abs().max() <= 1e-4
     assert clf.mode == "RGB" and clf.classes == ["0", "1", "2"]
+
+
+@pytest.mark.parametrize("name", ["bert-gettext-origin.yaml", "bert-minilm-gettext-origin.yaml"])
+def test_config_files_are_valid(name):
+    from pathlib import Path
+
+    from aiayn.classify import CLASSIFY_TRAIN_DEFAULTS, ClassifyDataConfig
+    from aiayn.cli.vit import read_experiment
+    from aiayn.config import ENCODER_PRESETS, EncoderConfig, TrainConfig
+
+    path = Path(__file__).resolve().parents[1] / "configs" / name
+    raw, _ = read_experiment([str(path)], ENCODER_PRESETS, "bert-small-cpu")
+    ClassifyDataConfig.from_dict(raw["data"])
+    TrainConfig.from_dict({**CLASSIFY_TRAIN_DEFAULTS, **raw["train"]})
+    model = dict(raw["model"])
+    if "init" not in model:
+        EncoderConfig.from_dict({**ENCODER_PRESETS[model.pop("preset")], **model})

@@ -111,3 +111,21 @@ def test_bad_options_and_folders_are_user_errors(translator, tmp_path, model_dir
     (tmp_path / "odd/config.json").write_text('{"family": "unknown", "model": {}}')
     with pytest.raises(UserError, match="no loader for model family 'unknown'"):
         aiayn.load(tmp_path / "odd")
+
+
+def test_beam_search_does_not_stop_while_a_live_hypothesis_can_win():
+    # Unlikely beams ("B", then EOS at 0.9) end early and fill the finished list, while the
+    # likely hypothesis A A A A is still growing; stopping at `beam` finished ones returned junk
+    # (85.6% instead of 99.9% test exact match on the demo model).
+    from test_search import BOS, EOS, PAD, ScriptedModel, A, B  # noqa: I001  (the lead's fake model)
+
+    grow = {A: 0.9, B: 0.05, EOS: 0.05}
+    table = {(): grow, (A,): grow, (A, A): grow, (A, A, A): grow,
+             (A, A, A, A): {EOS: 0.98, A: 0.01, B: 0.01}}
+    model = ScriptedModel(table, {EOS: 0.9, A: 0.05, B: 0.05})
+    src = torch.tensor([[5, 6, 7]])
+    ids = dict(bos_id=BOS, eos_id=EOS, pad_id=PAD)
+    assert greedy_search(model, src, **ids) == [[A, A, A, A]]
+    from aiayn.generation.search import beam_search
+    for beam in (2, 3, 4):
+        assert beam_search(model, src, beam=beam, **ids) == [[A, A, A, A]]

@@ -117,18 +117,20 @@ def beam_search_hypotheses(model, src: Tensor, *, beam: int = 4, alpha: float = 
         cand_beam, cand_tok = cand_idx // v, cand_idx % v
         _finalise(finished, done, cand_scores, cand_beam, cand_tok, tokens, k, eos_id, alpha,
                   length_penalty_kind)
-        if all(done):
-            break
         # Next beams: the best k candidates that did not end in EOS.
         rank = torch.arange(2 * k, device=device).expand(b, 2 * k)
         rank = torch.where(cand_tok == eos_id, rank + 2 * k, rank)
         keep = rank.topk(k, dim=1, largest=False).values % (2 * k)  # (B, K), best first
         scores = cand_scores.gather(1, keep)
+        _early_stop(finished, done, scores, step, max_len, k, alpha, length_penalty_kind)
+        if all(done):
+            break
         src_rows = (torch.arange(b, device=device)[:, None] * k + cand_beam.gather(1, keep)).view(-1)
         cache.reorder(src_rows)
         tokens = torch.cat([tokens.index_select(0, src_rows), cand_tok.gather(1, keep).view(-1, 1)], 1)
     for hyps in finished:
         hyps.sort(key=lambda h: h.score, reverse=True)
+        del hyps[k:]  # the k best (more may have finished while a live one could still win)
     return finished
 
 
@@ -142,8 +144,23 @@ def _finalise(finished, done, cand_scores, cand_beam, cand_tok, tokens, k, eos_i
         logprob = cand_scores[i, j].item()
         score = logprob / length_penalty(len(prefix) + 1, alpha, lp_kind)
         finished[i].append(Hypothesis(prefix, score, logprob))
-        if len(finished[i]) >= k:
-            done[i] = True  # fairseq's early stop: `beam` finished hypotheses
+
+
+def _early_stop(finished, done, scores, step, max_len, k, alpha, lp_kind):
+    """§6.1 "terminate early when possible": a row is done once it has k finished hypotheses
+    and no live one can still beat the k-th best of them. A live log-probability only falls as
+    tokens are added, and its final length lies in [step + 2, max_len + 1], so dividing it by the
+    largest penalty over that range bounds its final score. (Stopping at k finished alone,
+    fairseq's rule, can return a hypothesis far worse than greedy's when unlikely beams end
+    early.)"""
+    for i in range(len(finished)):
+        if done[i] or len(finished[i]) < k:
+            continue
+        kth_best = sorted((h.score for h in finished[i]), reverse=True)[k - 1]
+        lp = max(length_penalty(n, alpha, lp_kind) for n in (step + 2, max_len[i] + 1))
+        best_live = scores[i, 0].item() / lp
+        if best_live <= kth_best:
+            done[i] = True
 
 
 def beam_search(model, src: Tensor, *, beam: int = 4, alpha: float = 0.6,
