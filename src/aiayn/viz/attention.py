@@ -116,7 +116,8 @@ def plot_attention(weights, q_labels: Sequence[str], k_labels: Sequence[str], *,
     heads = list(range(n_heads)) if heads is None else list(heads)
     bad = [h for h in heads if not 0 <= h < n_heads]
     if bad or not heads:
-        raise ValueError(f"head {bad[0] if bad else None} is out of range: the layer has {n_heads} heads")
+        shown = bad[0] + 1 if bad else None  # 1-based, as in the panel titles
+        raise ValueError(f"head {shown} is out of range: the layer has {n_heads} heads")
     panels = [(f"mean of {len(heads)} heads", w[heads].mean(axis=0))] if mean else \
         [(f"head {h + 1}", w[h]) for h in heads]
     vmax = float(max(p.max() for _, p in panels)) if vmax is None else vmax

@@ -1,0 +1,135 @@
+"""Run a model folder on one input and collect its tokens and attention weights.
+
+    from aiayn.viz.inspect import Inspector
+    result = Inspector.load("demo-model").run("March 5, 2024")
+    result.output                      # the translation (beam search) / the continuation
+    result.maps                        # [AttentionMaps] for aiayn.viz.attention's figures
+
+A translation model ("transformer") translates with beam search (§6.1), then runs the decoder
+teacher-forced on <s> + its own translation with ``return_attn=True``: encoder self-attention over
+the source, decoder self-attention over <s> + translation, cross-attention from the decoder inputs
+to the source (§3.2.3). A language model ("decoder_lm") continues the prompt greedily and shows the
+causal self-attention over <s> + prompt + continuation; a BERT-style encoder ("encoder") shows its
+bidirectional self-attention over [CLS] + text + [SEP]. The axis labels are the subword strings of
+exactly the ids the model saw (tokenizer.id_to_token), so labels and weights always line up.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from aiayn.data.special import BOS, BOS_TOKEN, EOS, PAD, UNK
+from aiayn.errors import UserError
+from aiayn.folder import read_meta
+from aiayn.viz.attention import AttentionMaps, attention_maps
+
+FAMILIES = ("transformer", "decoder_lm", "encoder")
+
+
+@dataclass
+class Inspection:
+    """One input through one model: text in/out, axis labels and attention per kind."""
+
+    family: str
+    input: str
+    output: str | None
+    labels: dict[str, list[str]]
+    maps: list[AttentionMaps] = field(default_factory=list)
+
+    def to_json(self, digits: int = 5) -> dict[str, Any]:
+        """Plain JSON: attention[kind] is [layer][head][query][key] (rounded to `digits`)."""
+        return {
+            "family": self.family, "input": self.input, "output": self.output,
+            "tokens": self.labels,
+            "kinds": [{"kind": m.kind, "title": m.title, "n_layers": m.n_layers,
+                       "n_heads": m.n_heads, "query_axis": _axes(m)[0], "key_axis": _axes(m)[1]}
+                      for m in self.maps],
+            "attention": {m.kind: [w.round(digits).tolist() for w in m.layers] for m in self.maps},
+        }
+
+
+def _axes(m: AttentionMaps) -> tuple[str, str]:
+    from aiayn.viz.attention import KIND_AXES
+    return KIND_AXES.get(m.kind, ("tokens", "tokens"))
+
+
+class Inspector:
+    """The user-facing object of a model folder (aiayn.load), able to show its attention."""
+
+    def __init__(self, obj: Any, family: str):
+        if family not in FAMILIES:
+            raise UserError(f"attention views support the model families {', '.join(FAMILIES)}, "
+                            f"not {family!r}")
+        self.obj, self.family = obj, family
+
+    @classmethod
+    def load(cls, folder: str | Path, device: str = "cpu") -> Inspector:
+        from aiayn.api import load
+        family = read_meta(folder)["family"]
+        if family not in FAMILIES:  # checked before loading weights
+            raise UserError(f"{Path(folder)}: attention views support the model families "
+                            f"{', '.join(FAMILIES)}, not {family!r}")
+        return cls(load(folder, device=device), family)
+
+    @property
+    def max_len(self) -> int:
+        return int(self.obj.model.config.max_len)
+
+    def run(self, text: str, beam: int = 4, max_new_tokens: int = 30) -> Inspection:
+        """Tokens and attention of `text` (a source sentence, a prompt, or a text to encode)."""
+        if not isinstance(text, str) or not text.strip():
+            raise UserError("the input text is empty")
+        if self.family == "transformer":
+            return self._translate(text.strip(), beam)
+        if self.family == "decoder_lm":
+            return self._generate(text, max_new_tokens)
+        return self._encode(text.strip())
+
+    def _labels(self, ids) -> list[str]:
+        return [self.obj.tokenizer.id_to_token(int(i)) for i in ids]
+
+    @torch.no_grad()
+    def _translate(self, text: str, beam: int) -> Inspection:
+        from aiayn.translator import decode_ids
+        tr = self.obj
+        src_ids = tr.tokenizer.encode(text)[: self.max_len]
+        out_ids = decode_ids(tr.model, [src_ids], beam=beam, device=tr.device)[0]
+        out_ids = out_ids[: self.max_len - 1]
+        src = torch.tensor([src_ids], device=tr.device)
+        tgt_in = torch.tensor([[BOS, *out_ids]], device=tr.device)  # §3.1: shifted right
+        _, attn = tr.model(src, tgt_in, return_attn=True)
+        labels = {"source": self._labels(src_ids), "target": [BOS_TOKEN, *self._labels(out_ids)]}
+        return Inspection("transformer", text, tr.tokenizer.decode(out_ids), labels,
+                          attention_maps(attn, labels))
+
+    @torch.no_grad()
+    def _generate(self, prompt: str, max_new_tokens: int) -> Inspection:
+        from aiayn.generation.lm import stream
+        lm = self.obj
+        ids = [BOS, *lm.tokenizer.encode(prompt)][: self.max_len]
+        room = max(0, min(max_new_tokens, self.max_len - len(ids)))
+        new: list[int] = []
+        if room:
+            steps = stream(lm.model, torch.tensor([ids], device=lm.device), room, temperature=0.0,
+                           eos_id=EOS, pad_id=PAD, banned=(PAD, BOS, UNK))
+            for token in steps:  # greedy: the same continuation every time
+                if int(token) == EOS:
+                    break
+                new.append(int(token))
+        seq = ids + new
+        _, weights = lm.model(torch.tensor([seq], device=lm.device), return_attn=True)
+        labels = {"tokens": self._labels(seq)}
+        return Inspection("decoder_lm", prompt, lm.tokenizer.decode(new), labels,
+                          attention_maps({"self": weights}, labels))
+
+    @torch.no_grad()
+    def _encode(self, text: str) -> Inspection:
+        enc = self.obj
+        ids = enc.token_ids(text)
+        _, weights = enc.model(torch.tensor([ids], device=enc.device), return_attn=True)
+        labels = {"tokens": self._labels(ids)}
+        return Inspection("encoder", text, None, labels, attention_maps({"self": weights}, labels))
