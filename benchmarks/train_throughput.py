@@ -189,7 +189,10 @@ def main() -> None:
     p.add_argument("--rounds", type=int, default=2)
     p.add_argument("--batch", type=int, default=64)
     p.add_argument("--tokens", type=int, default=32, help="tokens per sentence (source and target)")
+    p.add_argument("--threads", type=int, default=None, help="torch intra-op threads (default: torch's)")
     args = p.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
     torch.manual_seed(0)
     rows = []
     for name in args.configs:

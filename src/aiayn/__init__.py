@@ -1,8 +1,21 @@
 """aiayn: the Transformer of "Attention Is All You Need" (Vaswani et al., 2017)."""
 
 from aiayn.api import load
-from aiayn.config import TransformerConfig, preset
-from aiayn.models import Transformer
+from aiayn.config import (
+    DecoderLMConfig,
+    EncoderConfig,
+    TransformerConfig,
+    ViTConfig,
+    encoder_preset,
+    lm_preset,
+    preset,
+    vit_preset,
+)
+from aiayn.models import DecoderLM, EncoderModel, Transformer, VisionTransformer
 
 __version__ = "0.1.0"
-__all__ = ["Transformer", "TransformerConfig", "load", "preset", "__version__"]
+__all__ = [
+    "DecoderLM", "DecoderLMConfig", "EncoderConfig", "EncoderModel", "Transformer",
+    "TransformerConfig", "ViTConfig", "VisionTransformer", "encoder_preset", "load", "lm_preset",
+    "preset", "vit_preset", "__version__",
+]

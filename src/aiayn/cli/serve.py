@@ -1,7 +1,24 @@
-"""Sub-commands of this family (registered by aiayn.cli.main)."""
+"""`aiayn serve --model DIR`: the attention explorer, a local web page (docs/explorer.md)."""
 
 from __future__ import annotations
 
 
 def register(sub) -> None:
-    """Add this module's sub-commands to the `aiayn` parser (none yet)."""
+    p = sub.add_parser("serve", help="the attention explorer: a local web page over a model folder")
+    p.add_argument("--model", required=True, help="model folder (translation, LM or encoder)")
+    p.add_argument("--host", default="127.0.0.1",
+                   help="address to bind (default 127.0.0.1: this machine only)")
+    p.add_argument("--port", type=int, default=8000, help="port (default 8000)")
+    p.add_argument("--threads", type=int, default=4, help="request threads (default 4)")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    from aiayn.errors import UserError
+    from aiayn.viz.server import serve
+    if not 0 <= args.port <= 65535:
+        raise UserError(f"--port {args.port}: must be in 0..65535")
+    if args.threads < 1:
+        raise UserError(f"--threads {args.threads}: must be at least 1")
+    serve(args.model, args.host, args.port, args.threads)
+    return 0

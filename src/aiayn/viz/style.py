@@ -7,6 +7,7 @@ the returned Figure inline.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -67,5 +68,12 @@ def save_figure(fig: Figure, stem: str | Path, formats: Sequence[str] = FORMATS)
         path = stem.with_name(f"{stem.name}.{fmt}")
         with atomic_path(path) as tmp:  # a failed save never leaves half a file behind
             fig.savefig(tmp, format=fmt, dpi=DPI)
+            os.chmod(tmp, 0o666 & ~_umask())  # mkstemp's 0600 would hide figures from others
         paths.append(path)
     return paths
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask

@@ -1,0 +1,134 @@
+"""The explorer's JSON API: results equal the Inspector's, bad requests get a 4xx JSON error,
+concurrent requests are all served correctly (a lock around the model, a threaded server)."""
+
+from __future__ import annotations
+
+import json
+import threading
+import urllib.error
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import pytest
+
+from aiayn.viz.inspect import Inspector
+from aiayn.viz.server import MAX_BODY_BYTES, create_app
+from test_viz_attention import make_lm_folder, make_translation_folder
+
+
+@pytest.fixture(scope="module")
+def tr_app(tmp_path_factory):
+    folder = make_translation_folder(tmp_path_factory.mktemp("tr"))
+    return folder, create_app(folder)
+
+
+@pytest.fixture(scope="module")
+def client(tr_app):
+    return tr_app[1].test_client()
+
+
+def test_translate_returns_translation_tokens_and_attention(tr_app, client):
+    folder, _ = tr_app
+    r = client.post("/api/translate", json={"text": "the cat sat", "beam": 2})
+    assert r.status_code == 200
+    data = r.get_json()
+    expected = Inspector.load(folder).run("the cat sat", beam=2)
+    assert data["output"] == expected.output
+    assert data["tokens"] == expected.labels
+    assert [k["kind"] for k in data["kinds"]] == ["encoder", "decoder_self", "cross"]
+    for m in expected.maps:
+        got = np.array(data["attention"][m.kind])  # (L, H, T_q, T_k)
+        assert got.shape == (m.n_layers, m.n_heads, len(m.q_labels), len(m.k_labels))
+        np.testing.assert_allclose(got, np.stack(m.layers), atol=1e-5)
+    one = client.post("/api/translate", json={"text": "the cat sat", "beam": 2, "kind": "cross"})
+    assert list(one.get_json()["attention"]) == ["cross"]
+    info = client.get("/api/info").get_json()
+    assert info["family"] == "transformer" and info["endpoint"] == "translate"
+
+
+def test_page_and_static_files_are_served(client):
+    page = client.get("/")
+    assert page.status_code == 200 and b'id="heatmap"' in page.data
+    for name in ("app.js", "style.css"):
+        assert client.get(f"/static/{name}").status_code == 200
+    for name in ("index.html", "app.js", "style.css"):  # no CDN: nothing loaded from elsewhere
+        text = client.get("/" if name == "index.html" else f"/static/{name}").data
+        assert b"http://" not in text and b"https://" not in text and b'src="//' not in text
+
+
+@pytest.mark.parametrize("body, content_type, status, message", [
+    (b"{not json", "application/json", 400, "must be a JSON object"),
+    (b'["a list"]', "application/json", 400, "must be a JSON object"),
+    (b'{"text": "x"}', "text/plain", 400, "must be a JSON object"),
+    (b'{"text": ""}', "application/json", 400, "'text' is empty"),
+    (b'{"text": "   "}', "application/json", 400, "'text' is empty"),
+    (b'{"text": 5}', "application/json", 400, "'text' must be a string"),
+    (json.dumps({"text": "a" * 501}).encode(), "application/json", 400, "the limit is 500"),
+    (b'{"text": "the cat", "beam": 0}', "application/json", 400, "'beam' must be an integer"),
+    (b'{"text": "the cat", "beam": "4"}', "application/json", 400, "'beam' must be an integer"),
+    (b'{"text": "the cat", "kind": "bogus"}', "application/json", 400, "unknown attention kind"),
+    (json.dumps({"text": "a" * (MAX_BODY_BYTES + 1)}).encode(), "application/json", 413,
+     "Too Large"),
+])
+def test_bad_requests_get_a_json_4xx(client, body, content_type, status, message):
+    r = client.post("/api/translate", data=body, content_type=content_type)
+    assert r.status_code == status
+    data = r.get_json()
+    assert message in data["error"] and "Traceback" not in r.get_data(as_text=True)
+
+
+def test_wrong_endpoint_method_and_path(client):
+    r = client.post("/api/generate", json={"prompt": "x"})
+    assert r.status_code == 400 and "use /api/translate" in r.get_json()["error"]
+    assert client.get("/api/translate").status_code == 405
+    r = client.get("/api/nothing")
+    assert r.status_code == 404 and "error" in r.get_json()
+
+
+def test_lm_generate(tmp_path):
+    folder = make_lm_folder(tmp_path / "lm")
+    client = create_app(folder).test_client()
+    r = client.post("/api/generate", json={"prompt": "the ", "max_new_tokens": 6})
+    assert r.status_code == 200
+    data = r.get_json()
+    expected = Inspector.load(folder).run("the ", max_new_tokens=6)
+    assert data["output"] == expected.output and data["tokens"] == expected.labels
+    np.testing.assert_allclose(np.array(data["attention"]["self"]), np.stack(expected.maps[0].layers),
+                               atol=1e-5)
+    assert client.post("/api/generate", json={"prompt": "x", "max_new_tokens": 999}).status_code == 400
+
+
+def test_twenty_concurrent_requests_through_waitress(tr_app):
+    from waitress.server import create_server
+    folder, app = tr_app
+    server = create_server(app, host="127.0.0.1", port=0, threads=8)
+    port = server.effective_port
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    sentences = [f"the cat sat on the mat {i}" for i in range(20)]
+    inspector = Inspector.load(folder)
+    expected = {s: inspector.run(s, beam=2) for s in sentences}
+
+    def ask(text):
+        req = urllib.request.Request(f"http://127.0.0.1:{port}/api/translate",
+                                     data=json.dumps({"text": text, "beam": 2}).encode(),
+                                     headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=60) as resp:
+            return text, resp.status, json.loads(resp.read())
+
+    try:
+        with ThreadPoolExecutor(20) as pool:
+            results = list(pool.map(ask, sentences))
+        for text, status, data in results:
+            assert status == 200
+            assert data["output"] == expected[text].output
+            assert data["tokens"] == expected[text].labels
+            np.testing.assert_allclose(np.array(data["attention"]["cross"]),
+                                       np.stack(expected[text].maps[2].layers), atol=1e-5)
+        # A bad request over real HTTP: still a JSON 4xx.
+        with pytest.raises(urllib.error.HTTPError) as e:
+            ask("")
+        assert e.value.code == 400 and "empty" in json.loads(e.value.read())["error"]
+    finally:
+        server.close()
