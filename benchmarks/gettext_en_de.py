@@ -54,11 +54,13 @@ def main(argv: list[str] | None = None) -> dict:
     exp = load_experiment(CONFIG, [f"train.max_minutes={args.minutes}", "train.progress=false",
                                    *args.overrides])
     result, _ = train_translation(exp, out=out, say=lambda m: print(m, flush=True))
+    threads = exp.train.threads or torch.get_num_threads()
+    torch.set_num_threads(threads)  # decode with the threads training used
     test = load_pairs(exp.data)["test"]
     report = {"command": "python benchmarks/gettext_en_de.py " + " ".join(argv or sys.argv[1:]),
               "train_minutes": round(result.seconds / 60, 1), "steps": result.step,
               "train_tokens": result.tokens, "test_sentences": len(test), "beam": args.beam,
-              "cpu": f"{platform.processor() or platform.machine()}, {torch.get_num_threads()} threads",
+              "cpu": f"{platform.processor() or platform.machine()}, {threads} thread(s)",
               "date": datetime.date.today().isoformat()}
     folders = {"last": out}
     if args.average:
