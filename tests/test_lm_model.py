@@ -165,5 +165,5 @@ def test_gpt2_folder_loads_offline(tmp_path):
     tokens = torch.randint(0, 50, (2, 11))
     with torch.no_grad():
         assert (hf(tokens).logits - model(tokens)).abs().max() <= 1e-4
-    with pytest.raises(UserError, match="nowhere/config.json: not found"):
+    with pytest.raises(UserError, match="nowhere: folder not found"):
         load_hf_folder(tmp_path / "nowhere")

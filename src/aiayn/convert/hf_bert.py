@@ -26,7 +26,6 @@ tokenizer.json); pickled ``pytorch_model.bin`` files are refused (safetensors on
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -35,6 +34,7 @@ import torch
 from torch import Tensor
 
 from aiayn.config import EncoderConfig
+from aiayn.convert import read_hf_folder
 from aiayn.errors import UserError
 from aiayn.models.encoder import EncoderModel
 
@@ -148,42 +148,16 @@ def from_hf(hf_model: torch.nn.Module) -> EncoderModel:
 
 def load_hf_folder(folder: str | Path) -> tuple[EncoderModel, dict[str, Any]]:
     """A local BERT folder (config.json + model.safetensors) -> (EncoderModel, the HF config dict)."""
-    from safetensors.torch import load_file
-
-    folder = Path(folder)
-    if not folder.is_dir():
-        raise UserError(f"{folder}: folder not found")
-    config_path, weights_path = folder / "config.json", folder / "model.safetensors"
-    if not weights_path.is_file() and (folder / "pytorch_model.bin").is_file():
-        raise UserError(f"{folder}: only pytorch_model.bin (a pickle) is there; aiayn reads "
-                        "safetensors only (convert it with transformers' save_pretrained first)")
-    for path in (config_path, weights_path):
-        if not path.is_file():
-            raise UserError(f"{path}: not found (is {folder} a BERT checkpoint folder?)")
-    hf_config = _read_json(config_path)
+    hf_config, state, config_path = read_hf_folder(folder, "BERT")
     if hf_config.get("model_type", "bert") != "bert":
         raise UserError(f"{config_path}: model_type={hf_config['model_type']!r}, expected 'bert'")
-    try:
-        state = load_file(str(weights_path))
-    except Exception as e:  # safetensors raises its own error types
-        raise UserError(f"{weights_path}: not a readable safetensors file ({e})") from None
     try:
         config = config_from_hf(hf_config, state)
     except ValueError as e:
         raise UserError(f"{config_path}: {e}") from None
     model = EncoderModel(config)
-    load_state(model, convert_state_dict(state, config), str(weights_path))
+    load_state(model, convert_state_dict(state, config), str(Path(folder) / "model.safetensors"))
     return model.eval(), hf_config
-
-
-def _read_json(path: Path) -> dict[str, Any]:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise UserError(f"{path}: invalid JSON ({e})") from None
-    if not isinstance(data, dict):
-        raise UserError(f"{path}: expected a JSON object")
-    return data
 
 
 __all__ = ["config_from_hf", "convert_state_dict", "from_hf", "load_hf_folder", "load_state"]

@@ -17,7 +17,6 @@ Works offline: ``load_hf_folder`` reads a local folder (config.json + model.safe
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -26,6 +25,7 @@ import torch
 from torch import Tensor
 
 from aiayn.config import DecoderLMConfig
+from aiayn.convert import read_hf_folder
 from aiayn.errors import UserError
 from aiayn.models.decoder_lm import DecoderLM
 
@@ -111,20 +111,10 @@ def from_hf(hf_model: torch.nn.Module) -> DecoderLM:
 
 def load_hf_folder(folder: str | Path) -> DecoderLM:
     """A local HF GPT-2 folder (config.json + model.safetensors) -> DecoderLM. No network."""
-    from safetensors.torch import load_file
-
-    folder = Path(folder)
-    config_path, weights_path = folder / "config.json", folder / "model.safetensors"
-    for path in (config_path, weights_path):
-        if not path.is_file():
-            raise UserError(f"{path}: not found (is {folder} a GPT-2 folder?)")
-    try:
-        hf_config = json.loads(config_path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise UserError(f"{config_path}: invalid JSON ({e})") from None
+    hf_config, state, _ = read_hf_folder(folder, "GPT-2")
     config = config_from_hf(hf_config)
     model = DecoderLM(config)
-    _load(model, convert_state_dict(load_file(str(weights_path)), config))
+    _load(model, convert_state_dict(state, config))
     return model.eval()
 
 

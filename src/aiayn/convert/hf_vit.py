@@ -24,7 +24,6 @@ counterpart; it is left out.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -33,6 +32,7 @@ import torch
 from torch import Tensor
 
 from aiayn.config import ViTConfig
+from aiayn.convert import read_hf_folder
 from aiayn.errors import UserError
 from aiayn.models.vit import VisionTransformer
 
@@ -132,27 +132,13 @@ def from_hf(hf_model: torch.nn.Module) -> VisionTransformer:
 
 def load_hf_folder(folder: str | Path) -> VisionTransformer:
     """A local ViT folder (config.json + model.safetensors) -> VisionTransformer. No network."""
-    from safetensors.torch import load_file
-
-    folder = Path(folder)
-    config_path, weights_path = folder / "config.json", folder / "model.safetensors"
-    for path in (config_path, weights_path):
-        if not path.is_file():
-            raise UserError(f"{path}: not found (is {folder} a ViT checkpoint folder?)")
-    try:
-        hf_config = json.loads(config_path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise UserError(f"{config_path}: invalid JSON ({e})") from None
-    try:
-        state = load_file(str(weights_path))
-    except Exception as e:  # safetensors raises its own error types
-        raise UserError(f"{weights_path}: not a readable safetensors file ({e})") from None
+    hf_config, state, config_path = read_hf_folder(folder, "ViT")
     try:
         config = config_from_hf(hf_config, state)
     except ValueError as e:
         raise UserError(f"{config_path}: {e}") from None
     model = VisionTransformer(config)
-    _load(model, convert_state_dict(state, config), str(weights_path))
+    _load(model, convert_state_dict(state, config), str(Path(folder) / "model.safetensors"))
     return model.eval()
 
 
