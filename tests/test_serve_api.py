@@ -3,6 +3,7 @@ concurrent requests are all served correctly (a lock around the model, a threade
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 import urllib.error
@@ -14,7 +15,7 @@ import pytest
 
 from aiayn.viz.inspect import Inspector
 from aiayn.viz.server import MAX_BODY_BYTES, create_app
-from test_viz_attention import make_lm_folder, make_translation_folder
+from test_viz_attention import make_lm_folder, make_translation_folder, make_vit_folder
 
 
 @pytest.fixture(scope="module")
@@ -99,27 +100,51 @@ def test_lm_generate(tmp_path):
     assert client.post("/api/generate", json={"prompt": "x", "max_new_tokens": 999}).status_code == 400
 
 
-def test_twenty_concurrent_requests_through_waitress(tr_app):
+def test_serve_refuses_a_vit_folder_with_one_line(tmp_path, capsys):
+    from aiayn.cli import main
+    folder = make_vit_folder(tmp_path / "vit")
+    assert main(["serve", "--model", str(folder), "--port", "0"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("aiayn: error:") and "not 'vit'" in err and "viz attention" in err
+    assert "Traceback" not in err
+
+
+@contextlib.contextmanager
+def serving(app, threads: int = 4):
+    """Serve `app` with waitress on a free loopback port in a thread; yields the port. The server
+    is stopped from inside its own event loop (closing it from another thread races its select)."""
     from waitress.server import create_server
-    folder, app = tr_app
-    server = create_server(app, host="127.0.0.1", port=0, threads=8)
-    port = server.effective_port
+    server = create_server(app, host="127.0.0.1", port=0, threads=threads)
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
+    try:
+        yield server.effective_port
+    finally:
+        def close_all():
+            for channel in list(server._map.values()):  # the listener, the trigger, connections
+                channel.close()
+        server.trigger.pull_trigger(close_all)
+        thread.join(10)
+        server.task_dispatcher.shutdown()
+        assert not thread.is_alive(), "waitress did not stop"
+
+
+def test_twenty_concurrent_requests_through_waitress(tr_app):
+    folder, app = tr_app
     sentences = [f"the cat sat on the mat {i}" for i in range(20)]
     inspector = Inspector.load(folder)
     expected = {s: inspector.run(s, beam=2) for s in sentences}
 
-    def ask(text):
+    def ask(port, text):
         req = urllib.request.Request(f"http://127.0.0.1:{port}/api/translate",
                                      data=json.dumps({"text": text, "beam": 2}).encode(),
                                      headers={"Content-Type": "application/json"})
         with urllib.request.urlopen(req, timeout=60) as resp:
             return text, resp.status, json.loads(resp.read())
 
-    try:
+    with serving(app, threads=8) as port:
         with ThreadPoolExecutor(20) as pool:
-            results = list(pool.map(ask, sentences))
+            results = list(pool.map(lambda text: ask(port, text), sentences))
         for text, status, data in results:
             assert status == 200
             assert data["output"] == expected[text].output
@@ -128,7 +153,5 @@ def test_twenty_concurrent_requests_through_waitress(tr_app):
                                        np.stack(expected[text].maps[2].layers), atol=1e-5)
         # A bad request over real HTTP: still a JSON 4xx.
         with pytest.raises(urllib.error.HTTPError) as e:
-            ask("")
+            ask(port, "")
         assert e.value.code == 400 and "empty" in json.loads(e.value.read())["error"]
-    finally:
-        server.close()

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import os
 import shutil
-import threading
 
 import pytest
 
 from aiayn.viz.inspect import Inspector
 from aiayn.viz.server import create_app
+from test_serve_api import serving
 from test_viz_attention import make_translation_folder
 
 pytestmark = pytest.mark.slow
@@ -45,12 +45,9 @@ def _browser(tmp_path):
 
 @pytest.fixture
 def server(tmp_path):
-    from waitress.server import create_server
     folder = make_translation_folder(tmp_path / "model")
-    srv = create_server(create_app(folder), host="127.0.0.1", port=0, threads=4)
-    threading.Thread(target=srv.run, daemon=True).start()
-    yield folder, f"http://127.0.0.1:{srv.effective_port}/"
-    srv.close()
+    with serving(create_app(folder), threads=4) as port:
+        yield folder, f"http://127.0.0.1:{port}/"
 
 
 def test_explorer_in_headless_chromium(server, tmp_path):

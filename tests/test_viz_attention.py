@@ -68,6 +68,25 @@ def make_encoder_folder(path, seed: int = 0):
     return path
 
 
+def make_vit_folder(path, seed: int = 0):
+    """A random-weight ViT (16x16 grey images, 4x4 patches -> [CLS] + 16 tokens, 2 heads)."""
+    from aiayn.config import vit_preset
+    from aiayn.models.vit import VisionTransformer
+    from aiayn.vision import ImageClassifier
+    torch.manual_seed(seed)
+    model = VisionTransformer(vit_preset("tiny", image_size=16)).eval()
+    _sharpen(model)
+    ImageClassifier(model, ["a", "b", "c"], "L").save(path)
+    return path
+
+
+def _write_png(path, size: int = 16):
+    from PIL import Image
+    y, x = np.mgrid[:size, :size]
+    Image.fromarray(((x + 2 * y) * 255 // (3 * size - 3)).astype(np.uint8), "L").save(path)
+    return path
+
+
 @pytest.fixture(scope="module")
 def tr_dir(tmp_path_factory):
     return make_translation_folder(tmp_path_factory.mktemp("tr"))
@@ -181,3 +200,33 @@ def test_cli_attention_missing_folder_and_empty_text(tr_dir, tmp_path, capsys):
     assert "model folder not found" in capsys.readouterr().err
     assert main(["viz", "attention", "--model", str(tr_dir), "  "]) == 2
     assert "empty" in capsys.readouterr().err
+
+
+def test_vit_family_labels_patches_and_draws_cls_on_the_image(tmp_path, capsys):
+    from aiayn.viz.patches import plot_patch_attention
+    folder, png = make_vit_folder(tmp_path / "vit"), _write_png(tmp_path / "in.png")
+    insp = Inspector.load(folder)
+    result = insp.run(str(png))
+    assert result.family == "vit" and result.output.split(" (p=")[0] in ("a", "b", "c")
+    labels = result.labels["tokens"]
+    assert labels[:3] == ["[CLS]", "r1c1", "r1c2"] and labels[-1] == "r4c4" and len(labels) == 17
+    # The oracle: the model's own weights for the same pixels.
+    from aiayn.data.images import load_image
+    image = load_image(png, "L", 16)
+    with torch.no_grad():
+        _, weights = insp.obj.model.features(image[None], return_attn=True)
+    np.testing.assert_allclose(result.maps[0].layers[1], weights[1][0].numpy(), atol=1e-6)
+    np.testing.assert_allclose(result.image, image[0].numpy())
+    fig = plot_patch_attention(result.image, result.maps[0], 1, result.patch_size)
+    heads = [ax for ax in fig.axes if ax.get_label().startswith("head")]
+    assert len(heads) == 2
+    for h, ax in enumerate(heads):  # [CLS] row, patch keys, laid out row-major on the 4x4 grid
+        overlay = np.asarray(ax.get_images()[1].get_array())
+        np.testing.assert_allclose(overlay, weights[1][0, h, 0, 1:].reshape(4, 4).numpy(), atol=1e-6)
+    out = tmp_path / "figs"
+    assert main(["viz", "attention", "--model", str(folder), str(png), "--out", str(out)]) == 0
+    assert sorted(p.name for p in out.glob("*.png")) == sorted(
+        f"attention-{k}-layer{i}.png" for k in ("self", "cls-patches") for i in (1, 2))
+    assert "output: " in capsys.readouterr().out
+    assert main(["viz", "attention", "--model", str(folder), str(tmp_path / "no.png")]) == 2
+    assert "image file not found" in capsys.readouterr().err

@@ -2,6 +2,7 @@
 
     aiayn viz attention --model DIR "March 5, 2024"      a page per (kind, layer), one panel per head
     aiayn viz attention --model DIR "..." --layer 2 --head 3
+    aiayn viz attention --model VIT_DIR digit.png         ViT: [CLS] + patches, and [CLS] on the image
     aiayn viz positions --d-model 64 --max-len 100       the §3.5 sinusoidal encoding
     aiayn viz masks                                      the causal mask, bidirectional vs causal
     aiayn viz curves --model DIR                         losses, learning rate, BLEU / accuracy
@@ -24,7 +25,8 @@ def register(sub) -> None:
 
     p = kinds.add_parser("attention", help="attention heatmaps of one input through a model folder")
     p.add_argument("--model", required=True, help="model folder")
-    p.add_argument("text", help="source sentence (translation), prompt (LM) or text (encoder)")
+    p.add_argument("text", help="source sentence (translation), prompt (LM), text (encoder) or "
+                   "image file (ViT)")
     p.add_argument("--kind", choices=("encoder", "decoder_self", "cross", "self"), action="append",
                    help="only these kinds of attention (repeatable; default all)")
     p.add_argument("--layer", type=int, help="only this layer (1-based)")
@@ -87,6 +89,13 @@ def run_attention(args) -> int:
     head = None if args.head is None else args.head - 1
     maps = [m for m in maps if layer is None or layer < m.n_layers]
     pages = attention_figures(maps, layer, head, args.mean)
+    if result.image is not None:  # ViT: [CLS] -> patch attention drawn over the image
+        from aiayn.viz.patches import plot_patch_attention
+        vit = maps[0]
+        suffix = ("" if head is None else f"-head{head + 1}") + ("-mean" if args.mean else "")
+        pages += [(f"cls-patches-layer{i + 1}{suffix}",
+                   plot_patch_attention(result.image, vit, i, result.patch_size, head, args.mean))
+                  for i in (range(vit.n_layers) if layer is None else [layer])]
     return _save(args, [(f"{args.name}-{name}", fig) for name, fig in pages])
 
 

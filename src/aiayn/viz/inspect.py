@@ -10,8 +10,11 @@ teacher-forced on <s> + its own translation with ``return_attn=True``: encoder s
 the source, decoder self-attention over <s> + translation, cross-attention from the decoder inputs
 to the source (§3.2.3). A language model ("decoder_lm") continues the prompt greedily and shows the
 causal self-attention over <s> + prompt + continuation; a BERT-style encoder ("encoder") shows its
-bidirectional self-attention over [CLS] + text + [SEP]. The axis labels are the subword strings of
-exactly the ids the model saw (tokenizer.id_to_token), so labels and weights always line up.
+bidirectional self-attention over [CLS] + text + [SEP]; a Vision Transformer ("vit") takes an
+image file instead of text, predicts its class and shows the self-attention over [CLS] + patches
+(labelled r<row>c<col>, row-major as aiayn.models.vit.patchify orders them). The axis labels are
+the subword strings of exactly the ids the model saw (tokenizer.id_to_token), so labels and
+weights always line up.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 
 from aiayn.data.special import BOS, BOS_TOKEN, EOS, PAD, UNK
@@ -27,7 +31,7 @@ from aiayn.errors import UserError
 from aiayn.folder import read_meta
 from aiayn.viz.attention import AttentionMaps, attention_maps
 
-FAMILIES = ("transformer", "decoder_lm", "encoder")
+FAMILIES = ("transformer", "decoder_lm", "encoder", "vit")
 
 
 @dataclass
@@ -39,6 +43,9 @@ class Inspection:
     output: str | None
     labels: dict[str, list[str]]
     maps: list[AttentionMaps] = field(default_factory=list)
+    # ViT only: the image as the model saw it, (H, W) grey or (H, W, C), and its patch grid.
+    image: np.ndarray | None = None
+    patch_size: int | None = None
 
     def to_json(self, digits: int = 5) -> dict[str, Any]:
         """Plain JSON: attention[kind] is [layer][head][query][key] (rounded to `digits`)."""
@@ -77,12 +84,16 @@ class Inspector:
 
     @property
     def max_len(self) -> int:
-        return int(self.obj.model.config.max_len)
+        cfg = self.obj.model.config
+        return int(cfg.n_patches + 1 if self.family == "vit" else cfg.max_len)
 
     def run(self, text: str, beam: int = 4, max_new_tokens: int = 30) -> Inspection:
-        """Tokens and attention of `text` (a source sentence, a prompt, or a text to encode)."""
+        """Tokens and attention of `text` (a source sentence, a prompt, a text to encode, or for
+        a ViT the path of an image file)."""
         if not isinstance(text, str) or not text.strip():
             raise UserError("the input text is empty")
+        if self.family == "vit":
+            return self._classify(text.strip())
         if self.family == "transformer":
             return self._translate(text.strip(), beam)
         if self.family == "decoder_lm":
@@ -133,3 +144,19 @@ class Inspector:
         _, weights = enc.model(torch.tensor([ids], device=enc.device), return_attn=True)
         labels = {"tokens": self._labels(ids)}
         return Inspection("encoder", text, None, labels, attention_maps({"self": weights}, labels))
+
+    @torch.no_grad()
+    def _classify(self, path: str) -> Inspection:
+        from aiayn.data.images import load_image
+        clf = self.obj
+        cfg = clf.model.config
+        image = load_image(path, clf.mode, cfg.image_size)  # (C, H, W) in [0, 1]
+        _, weights = clf.model.features(image[None].to(clf.device), return_attn=True)
+        (name, prob), = clf.predict(image[None])
+        grid = cfg.image_size // cfg.patch_size
+        labels = {"tokens": ["[CLS]", *(f"r{r + 1}c{c + 1}" for r in range(grid) for c in range(grid))]}
+        array = image.permute(1, 2, 0).numpy()
+        return Inspection("vit", path, f"{name} (p={prob:.2f})", labels,
+                          attention_maps({"self": weights}, labels),
+                          image=array[..., 0] if array.shape[-1] == 1 else array,
+                          patch_size=cfg.patch_size)

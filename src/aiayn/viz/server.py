@@ -23,6 +23,7 @@ from flask import Flask, jsonify, request, send_from_directory
 from werkzeug.exceptions import HTTPException
 
 from aiayn.errors import UserError
+from aiayn.folder import read_meta
 from aiayn.viz.inspect import Inspector
 
 STATIC = Path(__file__).parent / "static"
@@ -40,6 +41,11 @@ class BadRequest(Exception):
 
 def create_app(model: str | Path | Inspector, max_chars: int = MAX_CHARS) -> Flask:
     """The Flask app for one model folder (or a loaded Inspector)."""
+    family = model.family if isinstance(model, Inspector) else read_meta(model)["family"]
+    if family not in ENDPOINT_FAMILIES.values():  # checked before any weights are loaded
+        hint = " (for a ViT: aiayn viz attention --model DIR IMAGE)" if family == "vit" else ""
+        raise UserError(f"{model}: the explorer serves translation, language-model and encoder "
+                        f"folders, not {family!r}{hint}")
     inspector = model if isinstance(model, Inspector) else Inspector.load(model)
     lock = threading.Lock()
     app = Flask(__name__, static_folder=str(STATIC), static_url_path="/static")
