@@ -21,7 +21,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from aiayn.config import ENCODER_PRESETS, BlockConfig, EncoderConfig, TrainConfig, _fail
+from aiayn.config import ENCODER_PRESETS, Config, EncoderConfig, TrainConfig, _fail
 from aiayn.data.mlm import mask_tokens
 from aiayn.data.special import BOS, EOS, PAD, UNK
 from aiayn.data.tokenizer import Tokenizer
@@ -42,7 +42,7 @@ CLASSIFY_TRAIN_DEFAULTS: dict[str, Any] = dict(
 
 
 @dataclass
-class ClassifyDataConfig:
+class ClassifyDataConfig(Config):
     """The labelled texts, their tokenizer, batching, and the masked-LM pretraining stage."""
 
     corpus: str | None = None  # "gettext-origin"
@@ -53,11 +53,6 @@ class ClassifyDataConfig:
     batch_size: int = 32
     mlm_steps: int = 0  # masked-LM pretraining updates before fine-tuning (0 = none)
     mlm_rate: float = 0.15  # BERT: 15% of tokens predicted
-
-    _check_types = BlockConfig._check_types
-    field_names = classmethod(BlockConfig.field_names.__func__)
-    from_dict = classmethod(BlockConfig.from_dict.__func__)
-    to_dict = BlockConfig.to_dict
 
     def __post_init__(self) -> None:
         self._check_types()

@@ -25,37 +25,11 @@ def _fail(field: str, value: Any, why: str) -> typing.NoReturn:
     raise ConfigError(f"invalid config: {field}={value!r}: {why}")
 
 
-@dataclass
-class BlockConfig:
-    """What one attention + feed-forward block needs; every model family's config extends it."""
+class Config:
+    """Shared by every typed config: field type checks, unknown-key rejection, JSON round-trips.
 
-    d_model: int = 512
-    n_heads: int = 8
-    d_ff: int = 2048
-    dropout: float = 0.1  # §5.4 residual dropout, also on embedding + position sums
-    # Not in the paper (tensor2tensor's base config has 0): dropout on attention probabilities.
-    # It also forces PyTorch's slow math SDPA kernel, so it is off by default.
-    attn_dropout: float = 0.0
-    activation: str = "relu"  # §3.3: max(0, xW1 + b1)W2 + b2
-    norm_first: bool = False  # §3.1 post-norm: LayerNorm(x + Sublayer(x)); True = pre-norm
-    bias: bool = True
-    layer_norm_eps: float = 1e-5
-
-    def __post_init__(self) -> None:
-        self._check_types()
-        for name in ("d_model", "n_heads", "d_ff"):
-            if getattr(self, name) <= 0:
-                _fail(name, getattr(self, name), "must be a positive integer")
-        if self.d_model % self.n_heads:
-            _fail("d_model", self.d_model, f"must be divisible by n_heads={self.n_heads}")
-        for name in ("dropout", "attn_dropout"):
-            p = getattr(self, name)
-            if not 0.0 <= p < 1.0:
-                _fail(name, p, "must be in [0, 1)")
-        if self.activation not in ACTIVATIONS:
-            _fail("activation", self.activation, f"must be one of {', '.join(ACTIVATIONS)}")
-        if self.layer_norm_eps <= 0:
-            _fail("layer_norm_eps", self.layer_norm_eps, "must be positive")
+    Subclasses are @dataclass classes whose __post_init__ calls `self._check_types()` first.
+    """
 
     def _check_types(self) -> None:
         hints = typing.get_type_hints(type(self))
@@ -105,6 +79,38 @@ class BlockConfig:
     def replace(self: C, **changes: Any) -> C:
         return self.from_dict({**self.to_dict(), **changes})
 
+
+@dataclass
+class BlockConfig(Config):
+    """What one attention + feed-forward block needs; every model family's config extends it."""
+
+    d_model: int = 512
+    n_heads: int = 8
+    d_ff: int = 2048
+    dropout: float = 0.1  # §5.4 residual dropout, also on embedding + position sums
+    # Not in the paper (tensor2tensor's base config has 0): dropout on attention probabilities.
+    # It also forces PyTorch's slow math SDPA kernel, so it is off by default.
+    attn_dropout: float = 0.0
+    activation: str = "relu"  # §3.3: max(0, xW1 + b1)W2 + b2
+    norm_first: bool = False  # §3.1 post-norm: LayerNorm(x + Sublayer(x)); True = pre-norm
+    bias: bool = True
+    layer_norm_eps: float = 1e-5
+
+    def __post_init__(self) -> None:
+        self._check_types()
+        for name in ("d_model", "n_heads", "d_ff"):
+            if getattr(self, name) <= 0:
+                _fail(name, getattr(self, name), "must be a positive integer")
+        if self.d_model % self.n_heads:
+            _fail("d_model", self.d_model, f"must be divisible by n_heads={self.n_heads}")
+        for name in ("dropout", "attn_dropout"):
+            p = getattr(self, name)
+            if not 0.0 <= p < 1.0:
+                _fail(name, p, "must be in [0, 1)")
+        if self.activation not in ACTIVATIONS:
+            _fail("activation", self.activation, f"must be one of {', '.join(ACTIVATIONS)}")
+        if self.layer_norm_eps <= 0:
+            _fail("layer_norm_eps", self.layer_norm_eps, "must be positive")
 
 try:  # Python 3.10+: `int | None` is a types.UnionType, not typing.Union
     from types import UnionType as _UnionType
@@ -197,7 +203,7 @@ METRICS_FORMATS = ("jsonl", "csv")
 
 
 @dataclass
-class TrainConfig:
+class TrainConfig(Config):
     """How to train any model family (one Trainer for all). Defaults follow §5.3-§5.4.
 
     Steps are optimizer updates; with accum_steps > 1 one step sums the gradients of that many
@@ -233,12 +239,6 @@ class TrainConfig:
     metrics_format: str = "jsonl"
     tensorboard: bool = True
     progress: bool = True
-
-    _check_types = BlockConfig._check_types
-    field_names = classmethod(BlockConfig.field_names.__func__)
-    from_dict = classmethod(BlockConfig.from_dict.__func__)
-    to_dict = BlockConfig.to_dict
-    replace = BlockConfig.replace
 
     def __post_init__(self) -> None:
         self._check_types()

@@ -23,7 +23,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from aiayn.config import DECODER_LM_PRESETS, BlockConfig, DecoderLMConfig, TrainConfig, _fail
+from aiayn.config import DECODER_LM_PRESETS, Config, DecoderLMConfig, TrainConfig, _fail
 from aiayn.data.special import BOS, EOS, PAD, UNK
 from aiayn.data.stdlib_corpus import Document, load_text_corpus
 from aiayn.data.tokenizer import Tokenizer
@@ -46,7 +46,7 @@ LM_TRAIN_DEFAULTS: dict[str, Any] = dict(
 
 
 @dataclass
-class LMDataConfig:
+class LMDataConfig(Config):
     """What a language model learns from, and how the text is cut into training examples."""
 
     corpus: str | None = None  # a built-in text corpus ("python-stdlib"); None with --text files
@@ -56,12 +56,6 @@ class LMDataConfig:
     block_len: int | None = None  # tokens of context per training example; None: max_len
     valid_frac: float = 0.05  # --text without --valid: the last lines of each file held out
     eval_tokens: int = 200_000  # validation tokens scored at each evaluation (0: all)
-
-    _check_types = BlockConfig._check_types
-    field_names = classmethod(BlockConfig.field_names.__func__)
-    from_dict = classmethod(BlockConfig.from_dict.__func__)
-    to_dict = BlockConfig.to_dict
-    replace = BlockConfig.replace
 
     def __post_init__(self) -> None:
         self._check_types()

@@ -21,7 +21,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from aiayn.config import VIT_PRESETS, BlockConfig, TrainConfig, ViTConfig, _fail
+from aiayn.config import VIT_PRESETS, Config, TrainConfig, ViTConfig, _fail
 from aiayn.data.images import ImageCorpus, digits, image_folder, load_image, random_affine
 from aiayn.errors import ConfigError, UserError
 from aiayn.folder import load_model, save_model
@@ -40,7 +40,7 @@ VIT_TRAIN_DEFAULTS: dict[str, Any] = dict(
 
 
 @dataclass
-class VisionDataConfig:
+class VisionDataConfig(Config):
     """Where the images come from, how they are batched and augmented."""
 
     corpus: str | None = "digits"  # a built-in corpus; None with an image folder
@@ -54,11 +54,6 @@ class VisionDataConfig:
     rotate: float = 10.0  # degrees, +-
     scale: float = 0.1  # +- relative zoom
     translate: float = 0.5  # pixels, +-
-
-    _check_types = BlockConfig._check_types
-    field_names = classmethod(BlockConfig.field_names.__func__)
-    from_dict = classmethod(BlockConfig.from_dict.__func__)
-    to_dict = BlockConfig.to_dict
 
     def __post_init__(self) -> None:
         self._check_types()

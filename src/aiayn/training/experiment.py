@@ -20,7 +20,7 @@ from typing import Any
 
 import yaml
 
-from aiayn.config import TRANSFORMER_PRESETS, BlockConfig, TrainConfig, TransformerConfig, _fail
+from aiayn.config import TRANSFORMER_PRESETS, Config, TrainConfig, TransformerConfig, _fail
 from aiayn.errors import ConfigError, UserError
 
 SECTIONS = ("out", "model", "data", "train")
@@ -28,7 +28,7 @@ _NUMBER = re.compile(r"^[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$")
 
 
 @dataclass
-class DataConfig:
+class DataConfig(Config):
     """Where the parallel text comes from and how it is tokenised (§5.1)."""
 
     corpus: str | None = None  # a built-in corpus: "dates-numbers" or "gettext"
@@ -42,11 +42,6 @@ class DataConfig:
     max_train_pairs: int | None = None  # use only the first N training pairs
     valid_pairs: int = 500  # validation pairs scored (loss and BLEU) at each evaluation
     valid_beam: int = 1  # beam for validation BLEU (1 = greedy: fast)
-
-    _check_types = BlockConfig._check_types
-    field_names = classmethod(BlockConfig.field_names.__func__)
-    from_dict = classmethod(BlockConfig.from_dict.__func__)
-    to_dict = BlockConfig.to_dict
 
     def __post_init__(self) -> None:
         self._check_types()
