@@ -128,12 +128,19 @@ def read_meta(folder: str | Path) -> dict[str, Any]:
     return meta
 
 
-def load_model(folder: str | Path, device: str | torch.device = "cpu") -> tuple[nn.Module, dict[str, Any]]:
-    """Build the model a folder describes and load its weights. Returns (model in eval mode, meta)."""
+def load_model(folder: str | Path, device: str | torch.device = "cpu", expect: str | None = None,
+               what: str = "the expected kind of model") -> tuple[nn.Module, dict[str, Any]]:
+    """Build the model a folder describes and load its weights. Returns (model in eval mode, meta).
+
+    With `expect`, a folder of another family is refused before any weights are read, with a
+    message saying it is not `what` (e.g. "a language model").
+    """
     _register_builtin_families()
-    folder = Path(folder)
     meta = read_meta(folder)
     family = meta["family"]
+    if expect is not None and family != expect:
+        raise UserError(f"{folder}: a {family!r} model, not {what}")
+    folder = Path(folder)
     if family not in FAMILIES:
         raise UserError(f"{folder / CONFIG_FILE}: unknown model family {family!r} "
                         f"(known: {', '.join(sorted(FAMILIES))})")

@@ -198,9 +198,7 @@ class LanguageModel:
 
     @classmethod
     def load(cls, folder: str | Path, device: str | torch.device = "cpu") -> LanguageModel:
-        model, meta = load_model(folder, device)
-        if meta["family"] != FAMILY:
-            raise UserError(f"{folder}: a {meta['family']!r} model, not a language model")
+        model, meta = load_model(folder, device, expect=FAMILY, what="a language model")
         tokenizer = Tokenizer.load(folder)
         if tokenizer.vocab_size > model.config.vocab_size:
             raise UserError(f"{folder}: tokenizer has {tokenizer.vocab_size} tokens but the model "

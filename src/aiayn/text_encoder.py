@@ -60,9 +60,7 @@ class TextEncoder:
 
     @classmethod
     def load(cls, folder: str | Path, device: str | torch.device = "cpu") -> TextEncoder:
-        model, meta = load_model(folder, device)
-        if meta["family"] != FAMILY:
-            raise UserError(f"{folder}: a {meta['family']!r} model, not an encoder")
+        model, meta = load_model(folder, device, expect=FAMILY, what="an encoder")
         if "special_ids" not in meta:
             raise UserError(f"{Path(folder) / 'config.json'}: missing key 'special_ids'")
         tokenizer = Tokenizer.load(folder, check_specials=False)

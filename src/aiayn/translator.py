@@ -85,9 +85,7 @@ class Translator:
 
     @classmethod
     def load(cls, folder: str | Path, device: str | torch.device = "cpu") -> Translator:
-        model, meta = load_model(folder, device)
-        if meta["family"] != FAMILY:
-            raise UserError(f"{folder}: a {meta['family']!r} model, not a translation model")
+        model, meta = load_model(folder, device, expect=FAMILY, what="a translation model")
         tokenizer = Tokenizer.load(folder)
         if tokenizer.vocab_size > model.config.vocab_size:
             raise UserError(f"{folder}: tokenizer has {tokenizer.vocab_size} tokens but the model "

@@ -135,9 +135,7 @@ class ImageClassifier:
 
     @classmethod
     def load(cls, folder: str | Path, device: str | torch.device = "cpu") -> ImageClassifier:
-        model, meta = load_model(folder, device)
-        if meta["family"] != FAMILY:
-            raise UserError(f"{folder}: a {meta['family']!r} model, not a vision transformer")
+        model, meta = load_model(folder, device, expect=FAMILY, what="a vision transformer")
         classes = meta.get("classes") or [str(i) for i in range(model.config.n_classes)]
         return cls(model, classes, meta.get("image_mode", "L"), device, meta)
 
