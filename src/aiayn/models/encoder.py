@@ -25,6 +25,7 @@ from aiayn.folder import register_family
 from aiayn.masks import padding_mask
 from aiayn.nn import Encoder, LearnedPositions, TokenEmbedding
 from aiayn.nn.feedforward import _ACTIVATIONS  # the feed-forward's activation table, shared
+from aiayn.nn.init import normal_init_
 
 IGNORE_INDEX = -100  # label of positions that do not contribute to the masked-LM loss
 
@@ -91,12 +92,7 @@ class EncoderModel(nn.Module):
         self._init_weights()
 
     def _init_weights(self) -> None:
-        # BERT's initialisation (the paper does not give one): N(0, 0.02), zero biases.
-        for name, p in self.named_parameters():
-            if p.dim() > 1:
-                nn.init.normal_(p, std=0.02)
-            elif name.endswith(".bias"):
-                nn.init.zeros_(p)
+        normal_init_(self, std=0.02)  # BERT's initialisation (the paper does not give one)
 
     def attention_mask(self, ids: Tensor) -> Tensor:
         """(B, 1, 1, T), True = a real token (may be attended to)."""

@@ -20,6 +20,7 @@ from torch import Tensor, nn
 from aiayn.config import ViTConfig
 from aiayn.folder import register_family
 from aiayn.nn import Encoder, LearnedPositions
+from aiayn.nn.init import normal_init_
 
 
 def patchify(images: Tensor, patch_size: int) -> Tensor:
@@ -73,12 +74,7 @@ class VisionTransformer(nn.Module):
         self._init_weights()
 
     def _init_weights(self) -> None:
-        # ViT's initialisation (the paper does not give one): N(0, 0.02), zero biases.
-        for name, p in self.named_parameters():
-            if p.dim() > 1:
-                nn.init.normal_(p, std=0.02)
-            elif name.endswith(".bias"):
-                nn.init.zeros_(p)
+        normal_init_(self, std=0.02)  # ViT's initialisation (the paper does not give one)
         if self.head is not None:
             nn.init.zeros_(self.head.weight)  # ViT starts its head at zero
 
