@@ -25,13 +25,17 @@ from pathlib import Path
 
 import torch
 
+from aiayn.tasks.translation import (
+    Translator,
+    experiment,
+    load_pairs,
+    score_translations,
+    train_translation,
+)
 from aiayn.training.checkpoint import average_checkpoints
-from aiayn.training.experiment import load_experiment
-from aiayn.training.translation import load_pairs, score_translations, train_translation
-from aiayn.translator import Translator
 
 ROOT = Path(__file__).resolve().parent.parent
-CONFIG = ROOT / "configs" / "gettext-small.yaml"
+CONFIG = "gettext-small"  # the built-in config (aiayn/configs/gettext-small.yaml)
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -51,7 +55,7 @@ def main(argv: list[str] | None = None) -> dict:
     for folder in (out, averaged):
         if folder.exists():
             shutil.rmtree(folder)
-    exp = load_experiment(CONFIG, [f"train.max_minutes={args.minutes}", "train.progress=false",
+    exp = experiment(CONFIG, [f"train.max_minutes={args.minutes}", "train.progress=false",
                                    *args.overrides])
     result, _ = train_translation(exp, out=out, say=lambda m: print(m, flush=True))
     threads = exp.train.threads or torch.get_num_threads()

@@ -34,7 +34,7 @@ from aiayn.convert.hf_gpt2 import from_hf
 from aiayn.data.stdlib_corpus import python_stdlib
 from aiayn.data.tokenizer import Tokenizer
 from aiayn.generation.lm import generate
-from aiayn.lm import block_batches, doc_tokens, score_documents
+from aiayn.tasks.language_model import block_batches, doc_tokens, score_documents
 
 
 class HFLogits(nn.Module):

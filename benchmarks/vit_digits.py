@@ -14,17 +14,17 @@ import tempfile
 import time
 from pathlib import Path
 
-from aiayn.config import TrainConfig
 from aiayn.data.images import digits
-from aiayn.vision import VIT_TRAIN_DEFAULTS, VisionDataConfig, train_vit
+from aiayn.tasks.image_classification import VIT_TRAIN_DEFAULTS, experiment, train_vit
 
 
 def run_vit(seed: int, threads: int, max_steps: int) -> dict:
-    train = TrainConfig.from_dict({**VIT_TRAIN_DEFAULTS, "seed": seed, "threads": threads,
-                                   "max_steps": max_steps, "progress": False, "tensorboard": False})
+    exp = experiment(None, [f"train.seed={seed}", f"train.threads={threads}",
+                            f"train.max_steps={max_steps}", "train.progress=false",
+                            "train.tensorboard=false"])
     with tempfile.TemporaryDirectory() as tmp:
         start = time.perf_counter()
-        result, test = train_vit({}, train, VisionDataConfig(), Path(tmp) / "m", say=lambda s: None)
+        result, test = train_vit(exp, out=Path(tmp) / "m", say=lambda s: None)
         wall = time.perf_counter() - start
     return {"seed": seed, "steps": result.step, "train_s": result.seconds, "wall_s": wall,
             "valid": result.metrics.get("valid_accuracy", float("nan")), "test": test}

@@ -196,3 +196,26 @@ def test_ctrl_c_saves_and_exits_130_then_resume_finishes(tmp_path):
     code = main(["train", str(config), "--resume", f"train.max_steps={state_step + 2}"])
     assert code == 0
     assert torch.load(out / "train_state.pt", weights_only=True)["step"] == state_step + 2
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["translate", "--model", "m", "--beam", "0", "x"], "argument --beam: 0: must be a positive"),
+    (["eval", "--model", "m", "--src", "s", "--ref", "r", "--batch-size", "-1"],
+     "argument --batch-size: -1: must be a positive"),
+    (["trian", "demo"], "invalid choice: 'trian'"),
+])
+def test_bad_flags_are_one_line_errors_naming_the_flag(capsys, argv, message):
+    with pytest.raises(SystemExit) as info:
+        main(argv)
+    err = capsys.readouterr().err
+    assert info.value.code == 2 and err.count("\n") == 1 and message in err, err
+
+
+def test_translate_refuses_a_folder_of_another_family(tmp_path, capsys):
+    from aiayn.config import lm_preset
+    from aiayn.folder import save_model
+    from aiayn.models import DecoderLM
+
+    save_model(tmp_path / "lm", "decoder_lm", DecoderLM(lm_preset("tiny")))
+    code, _, err = run(capsys, "translate", "--model", tmp_path / "lm", "hello")
+    assert code == 2 and "a 'decoder_lm' model, not a translation model" in err

@@ -3,19 +3,23 @@
 import json
 from pathlib import Path
 
-import yaml
-
 from aiayn.cli import main
-from aiayn.training.demo import DEMO_EXPERIMENT
+from aiayn.tasks import translation
 
 TINY = ["data.max_train_pairs=400", "data.valid_pairs=10", "model.d_model=16", "model.d_ff=32",
         "model.n_layers=1", "train.eval_every=0", "train.save_every=0", "train.progress=false",
         "train.tensorboard=false", "train.threads=1"]
 
 
-def test_configs_demo_yaml_is_the_demo_recipe():
-    path = Path(__file__).parent.parent / "configs" / "demo.yaml"
-    assert yaml.safe_load(path.read_text(encoding="utf-8")) == DEMO_EXPERIMENT
+def test_the_demo_recipe_is_the_built_in_demo_config():
+    """`aiayn demo` trains the shipped `demo` config, the one `aiayn train demo` runs (and the
+    clone's configs/demo.yaml is the same file)."""
+    exp = translation.experiment("demo")
+    same = translation.experiment(str(Path(__file__).parent.parent / "configs" / "demo.yaml"))
+    assert exp.to_dict() == same.to_dict()
+    assert exp.model == {"d_model": 128, "n_heads": 4, "d_ff": 512, "n_layers": 2,
+                         "dropout": 0.1, "max_len": 64}
+    assert exp.train.max_minutes == 7.0 and exp.train.threads == 1
 
 
 def test_demo_writes_a_model_folder_metrics_and_a_heatmap(tmp_path, capsys):

@@ -9,7 +9,7 @@ import torch
 
 import aiayn
 from aiayn.cli import main
-from aiayn.text_encoder import TextEncoder
+from aiayn.tasks.text_classification import TextEncoder
 
 transformers = pytest.importorskip("transformers")
 
@@ -229,18 +229,14 @@ def test_import_hf_vit(tmp_path):
     assert clf.mode == "RGB" and clf.classes == ["0", "1", "2"]
 
 
-@pytest.mark.parametrize("name", ["bert-gettext-origin.yaml", "bert-minilm-gettext-origin.yaml"])
+@pytest.mark.parametrize("name", ["bert-gettext-origin", "bert-minilm-gettext-origin"])
 def test_config_files_are_valid(name):
-    from pathlib import Path
+    from aiayn.tasks.text_classification import CLASSIFY_TRAIN_DEFAULTS, experiment
 
-    from aiayn.classify import CLASSIFY_TRAIN_DEFAULTS, ClassifyDataConfig
-    from aiayn.cli.vit import read_experiment
-    from aiayn.config import ENCODER_PRESETS, EncoderConfig, TrainConfig
-
-    path = Path(__file__).resolve().parents[1] / "configs" / name
-    raw, _ = read_experiment([str(path)], ENCODER_PRESETS, "bert-small-cpu")
-    ClassifyDataConfig.from_dict(raw["data"])
-    TrainConfig.from_dict({**CLASSIFY_TRAIN_DEFAULTS, **raw["train"]})
-    model = dict(raw["model"])
-    if "init" not in model:
-        EncoderConfig.from_dict({**ENCODER_PRESETS[model.pop("preset")], **model})
+    exp = experiment(name)
+    if "init" not in exp.model:
+        cfg = exp.model_config(vocab_size=100, pad_id=0, n_labels=0)
+        assert cfg.d_model == 128
+        assert exp.train.lr == CLASSIFY_TRAIN_DEFAULTS["lr"]
+    else:  # fine-tuning a pretrained encoder starts from BERT's lower peak lr
+        assert exp.train.lr == 5e-5 and exp.train.lr_schedule == "cosine"

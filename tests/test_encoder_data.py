@@ -4,9 +4,9 @@ from pathlib import Path
 
 import pytest
 
-from aiayn.classify import ClassifyDataConfig, load_examples
 from aiayn.data.gettext_origin import gettext_origin, label_names
 from aiayn.errors import ConfigError, UserError
+from aiayn.tasks.text_classification import ClassifyDataConfig, load_examples
 from test_data_corpora import write_mo  # the .mo writer of the gettext corpus tests
 
 

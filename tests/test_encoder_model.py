@@ -193,8 +193,8 @@ def test_presets():
 def test_training_mlm_loss_projects_only_chosen_positions():
     """classify.masked_lm_loss (vocabulary projection on the chosen positions only) gives the
     same loss and gradients as mlm_loss on all logits."""
-    from aiayn.classify import masked_lm_loss
     from aiayn.data.mlm import mask_tokens
+    from aiayn.tasks.text_classification import masked_lm_loss
 
     torch.manual_seed(0)
     model = EncoderModel(encoder_preset("tiny")).eval()

@@ -8,7 +8,7 @@ from safetensors.torch import load_file
 
 import aiayn
 from aiayn.cli import main
-from aiayn.lm import LanguageModel
+from aiayn.tasks.language_model import LanguageModel
 
 FOX = "the quick brown fox jumps over the lazy dog\n"
 QUIET = ["train.tensorboard=false", "train.progress=false", "train.eval_every=0"]
@@ -103,38 +103,59 @@ def test_existing_run_is_not_overwritten(tmp_path, capsys):
     assert "--resume" in capsys.readouterr().err
     assert _train(tmp_path, tmp_path / "m", "train.max_steps=2", "data.vocab_size=50",
                   "--resume", text=tmp_path / "fox.txt") == 2
-    assert "data settings differ" in capsys.readouterr().err
+    assert "data.vocab_size=50 differs from the run" in capsys.readouterr().err
 
 
 def test_python_api_trains_saves_and_loads(tmp_path):
-    from aiayn.config import TrainConfig, lm_preset
-    from aiayn.lm import LMDataConfig, train_lm
+    from aiayn.tasks.language_model import experiment, train_lm
 
     text = tmp_path / "fox.txt"
     text.write_text(FOX * 40, encoding="utf-8")
-    train = TrainConfig(lr_schedule="constant", lr=1e-3, warmup_steps=2, max_steps=3,
-                        max_tokens=512, label_smoothing=0.0, tensorboard=False, progress=False)
-    data = LMDataConfig(tokenizer="char", vocab_size=64, block_len=32)
-    result = train_lm(lm_preset("tiny", positions="sinusoidal"), train, data, tmp_path / "m",
-                      texts=[text], say=lambda s: None)
+    exp = experiment({"model": {"preset": "tiny", "positions": "sinusoidal"},
+                      "data": {"tokenizer": "char", "vocab_size": 64, "block_len": 32},
+                      "train": {"lr_schedule": "constant", "lr": 1e-3, "warmup_steps": 2,
+                                "max_steps": 3, "max_tokens": 512, "tensorboard": False,
+                                "progress": False}})
+    result = train_lm(exp, texts=[text], out=tmp_path / "m", say=lambda s: None)
     assert result.step == 3 and "valid_loss" in result.metrics
     lm = LanguageModel.load(tmp_path / "m")
     assert lm.model.config.positions == "sinusoidal" and lm.model.config.vocab_size == 32
     assert isinstance(lm.generate("the", 5, temperature=0.8, top_p=0.9, seed=0), str)
 
 
-@pytest.mark.parametrize("name", ["lm-stdlib.yaml", "lm-char.yaml"])
+def test_python_api_uses_the_same_defaults_as_the_cli(tmp_path):
+    """An experiment built in Python gets the language model's recipe (cosine, AdamW, no label
+    smoothing), not TrainConfig's translation defaults, exactly as `aiayn lm train` does."""
+    from aiayn.config import TrainConfig
+    from aiayn.tasks.language_model import LM_TRAIN_DEFAULTS, experiment
+
+    assert experiment().train == TrainConfig.from_dict(LM_TRAIN_DEFAULTS)
+    exp = experiment("lm-char")
+    assert exp.train.lr_schedule == "cosine" and exp.train.label_smoothing == 0.0
+    text = tmp_path / "fox.txt"
+    text.write_text(FOX * 40, encoding="utf-8")
+    common = ["train.max_steps=1", "train.progress=false", "train.tensorboard=false",
+              "data.block_len=16", "model.n_layers=1", "model.d_model=32", "model.n_heads=2",
+              "model.d_ff=32"]
+    assert main(["lm", "train", "lm-char", *common, "--text", str(text),
+                 "--out", str(tmp_path / "cli")]) == 0
+    from aiayn.tasks.language_model import train_lm
+    train_lm(experiment("lm-char", common), texts=[str(text)], out=tmp_path / "py",
+             say=lambda s: None)
+    from aiayn.training.checkpoint import load_train_state
+
+    saved = [json.loads((tmp_path / d / "config.json").read_text())["experiment"]
+             for d in ("cli", "py")]
+    train = [load_train_state(tmp_path / d)["train_config"] for d in ("cli", "py")]
+    assert saved[0] == saved[1] and train[0] == train[1]
+    assert train[0]["lr_schedule"] == "cosine" and train[0]["weight_decay"] == 0.1
+
+
+@pytest.mark.parametrize("name", ["lm-stdlib", "lm-char"])
 def test_shipped_configs_are_valid(name):
-    import argparse
-    from pathlib import Path
+    from aiayn.tasks.language_model import experiment
 
-    from aiayn.cli.lm import _experiment
-    from aiayn.lm import build_lm_config
-
-    path = Path(__file__).resolve().parents[1] / "configs" / name
-    args = argparse.Namespace(config=str(path), overrides=[], corpus=None, text=["x.txt"],
-                              out="runs/x")
-    out, model, data, train = _experiment(args)
-    cfg = build_lm_config(model, data.vocab_size)
+    exp = experiment(name, data={"corpus": None})
+    cfg = exp.model_config(vocab_size=256, pad_id=0)
     assert cfg.norm_first and cfg.positions == "learned" and not cfg.scale_embeddings
-    assert (data.block_len or cfg.max_len) <= cfg.max_len and train.label_smoothing == 0.0
+    assert (exp.data.block_len or cfg.max_len) <= cfg.max_len and exp.train.label_smoothing == 0.0

@@ -17,7 +17,8 @@ from aiayn.data.stdlib_corpus import (
 )
 from aiayn.data.tokenizer import Tokenizer
 from aiayn.errors import UserError
-from aiayn.lm import (
+from aiayn.models import DecoderLM
+from aiayn.tasks.language_model import (
     LMDataConfig,
     block_batches,
     doc_tokens,
@@ -27,7 +28,6 @@ from aiayn.lm import (
     score_documents,
     score_tokens,
 )
-from aiayn.models import DecoderLM
 
 SAMPLE = ["def f(x):\n    return x + 1\n", "class A:\n\tpass  # naïve ünïcode → ✓\r\n",
           "import os\n\nprint(os.sep)\n"] * 3

@@ -7,8 +7,8 @@ from aiayn.config import lm_preset
 from aiayn.data.tokenizer import Tokenizer
 from aiayn.errors import UserError
 from aiayn.generation.lm import generate, stream
-from aiayn.lm import LanguageModel
 from aiayn.models import DecoderLM
+from aiayn.tasks.language_model import LanguageModel
 
 
 @pytest.fixture(autouse=True)

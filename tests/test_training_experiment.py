@@ -5,7 +5,13 @@ import json
 import pytest
 
 from aiayn.errors import UserError
-from aiayn.training.experiment import load_experiment, parse_value
+from aiayn.tasks.translation import TASK
+from aiayn.training.experiment import load_experiment as load_any
+from aiayn.training.experiment import parse_value
+
+
+def load_experiment(config, overrides=()):
+    return load_any(config, overrides, task=TASK)
 
 BASE = "out: runs/x\nmodel: {preset: tiny, d_model: 32}\ndata: {corpus: dates-numbers}\n" \
        "train: {max_steps: 10}\n"
@@ -28,7 +34,8 @@ def test_yaml_and_json_and_overrides(tmp_path, config):
     as_json = tmp_path / "exp.json"
     as_json.write_text(json.dumps({"out": "o", "data": {"corpus": "gettext"}, "train": {"seed": 3}}))
     exp = load_experiment(as_json)
-    assert exp.train.seed == 3 and exp.model_config(100, 0).d_model == 512  # the paper's base
+    assert exp.train.seed == 3
+    assert exp.model_config(vocab_size=100, pad_id=0).d_model == 512  # the paper's base
 
 
 @pytest.mark.parametrize("override, message", [
@@ -61,6 +68,24 @@ def test_file_errors(tmp_path):
     top.write_text("trian: {}\ndata: {corpus: x}\n")
     with pytest.raises(UserError, match="unknown key 'trian'"):
         load_experiment(top)
+    other = tmp_path / "other.yaml"
+    other.write_text("task: language_model\n")
+    with pytest.raises(UserError, match="not a translation config"):
+        load_experiment(other)
+
+
+def test_configs_resolve_by_name_path_or_preset(tmp_path, monkeypatch):
+    """A built-in config by name works from any folder; a path still works; a preset name of
+    the task's model config stands for {model: {preset: NAME}}."""
+    monkeypatch.chdir(tmp_path)
+    exp = load_experiment("gettext-small", ["out=o"])
+    assert exp.data.corpus == "gettext" and exp.model["preset"] == "small"
+    assert load_experiment("tiny", ["data.corpus=gettext"]).model == {"preset": "tiny"}
+    with pytest.raises(UserError, match="not a built-in config"):
+        load_experiment("no-such-config")
+    (tmp_path / "gettext-small").mkdir()  # a local path of the same name wins
+    with pytest.raises(UserError, match="config file not found"):
+        load_experiment("gettext-small")
 
 
 def test_parse_value_reads_yaml_scalars():

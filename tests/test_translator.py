@@ -6,11 +6,10 @@ import pytest
 import torch
 
 import aiayn
+from aiayn.data.batching import pad_ids
 from aiayn.errors import UserError
 from aiayn.generation.search import greedy_search
-from aiayn.training.experiment import experiment_from_dict
-from aiayn.training.translation import train_translation
-from aiayn.translator import Translator, decode_ids, pad_batch
+from aiayn.tasks.translation import Translator, decode_ids, experiment, train_translation
 
 WORDS = ["null", "eins", "zwei", "drei", "vier", "fünf", "sechs", "sieben", "acht", "neun"]
 
@@ -41,7 +40,7 @@ def tiny_experiment(tmp, steps=500, **train):
                      "lr_schedule": "cosine", "eval_every": 0, "save_every": 100,
                      "log_every": 50, "tensorboard": False, "progress": False, "threads": 1,
                      "label_smoothing": 0.0, **train}}
-    return experiment_from_dict(raw)
+    return experiment(raw)
 
 
 @pytest.fixture(scope="module")
@@ -81,7 +80,7 @@ def test_results_do_not_depend_on_batch_size_and_keep_order(translator, beam):
 def test_beam_1_is_greedy_search(translator):
     tok, model = translator.tokenizer, translator.model
     ids = [tok.encode(s) for s, _ in digit_pairs(10, seed=5)]
-    direct = greedy_search(model, pad_batch(ids), bos_id=1, eos_id=2, pad_id=0)
+    direct = greedy_search(model, pad_ids(ids), bos_id=1, eos_id=2, pad_id=0)
     assert decode_ids(model, ids, beam=1) == direct
 
 
@@ -101,15 +100,18 @@ def test_cross_attention_has_tokens_on_both_axes(translator):
 
 
 def test_bad_options_and_folders_are_user_errors(translator, tmp_path, model_dir):
-    with pytest.raises(UserError, match="beam"):
+    """Library errors are ValueErrors naming the Python parameter (the CLI names its flags)."""
+    with pytest.raises(ValueError, match=r"^beam=0: must be a positive integer"):
         translator.translate(["1"], beam=0)
-    with pytest.raises(UserError, match="length-penalty"):
+    with pytest.raises(ValueError, match=r"^length_penalty='fairseq': must be one of"):
         translator.translate(["1"], length_penalty="fairseq")
+    with pytest.raises(ValueError, match=r"^batch_size=0: must be a positive integer"):
+        translator.translate(["1"], batch_size=0)
     with pytest.raises(UserError, match="model folder not found"):
         aiayn.load(tmp_path / "missing")
     (tmp_path / "odd").mkdir()
     (tmp_path / "odd/config.json").write_text('{"family": "unknown", "model": {}}')
-    with pytest.raises(UserError, match="no loader for model family 'unknown'"):
+    with pytest.raises(UserError, match="unknown model family 'unknown'"):
         aiayn.load(tmp_path / "odd")
 
 

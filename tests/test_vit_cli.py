@@ -10,7 +10,7 @@ from PIL import Image
 import aiayn
 from aiayn.cli import main
 from aiayn.data.images import digits
-from aiayn.vision import ImageClassifier
+from aiayn.tasks.image_classification import ImageClassifier
 
 FAST = ["train.max_steps=30", "train.eval_every=15", "train.save_every=15", "train.warmup_steps=5", "train.threads=1",
         "train.progress=false", "train.tensorboard=false"]

@@ -7,9 +7,9 @@ import yaml
 
 from aiayn.cli import main
 from aiayn.config import VIT_PRESETS
-from aiayn.vision import VIT_TRAIN_DEFAULTS
+from aiayn.tasks.image_classification import VIT_TRAIN_DEFAULTS
 
-CONFIG = Path(__file__).resolve().parents[1] / "configs" / "vit-digits.yaml"
+CONFIG = Path(__file__).resolve().parents[1] / "src" / "aiayn" / "configs" / "vit-digits.yaml"
 
 
 def test_config_file_is_the_default_recipe():
@@ -17,7 +17,7 @@ def test_config_file_is_the_default_recipe():
     model = dict(raw["model"])
     preset = VIT_PRESETS[model.pop("preset")]
     assert {k: v for k, v in preset.items() if k in model} == model
-    assert raw["train"] == VIT_TRAIN_DEFAULTS
+    assert raw["train"] == VIT_TRAIN_DEFAULTS and raw["task"] == "image_classification"
     assert raw["data"] == {"corpus": "digits", "batch_size": 32, "augment": True, "rotate": 10.0,
                            "scale": 0.1, "translate": 0.5}
 

@@ -59,7 +59,7 @@ def make_lm_folder(path, seed: int = 0):
 
 def make_encoder_folder(path, seed: int = 0):
     from aiayn.models.encoder import EncoderModel
-    from aiayn.text_encoder import TextEncoder
+    from aiayn.tasks.text_classification import TextEncoder
     tok = Tokenizer.train(SENTENCES, 140, "bpe")
     torch.manual_seed(seed)
     model = EncoderModel(EncoderConfig(vocab_size=tok.vocab_size, d_model=16, n_heads=2, d_ff=32,
@@ -72,7 +72,7 @@ def make_vit_folder(path, seed: int = 0):
     """A random-weight ViT (16x16 grey images, 4x4 patches -> [CLS] + 16 tokens, 2 heads)."""
     from aiayn.config import vit_preset
     from aiayn.models.vit import VisionTransformer
-    from aiayn.vision import ImageClassifier
+    from aiayn.tasks.image_classification import ImageClassifier
     torch.manual_seed(seed)
     model = VisionTransformer(vit_preset("tiny", image_size=16)).eval()
     _sharpen(model)

@@ -48,6 +48,17 @@ class Config:
 
     # -- presets and serialisation -----------------------------------------------------------
 
+    # Named presets of a config class (data: name -> field overrides), set after each class.
+    PRESETS: typing.ClassVar[dict[str, dict[str, Any]]] = {}
+
+    @classmethod
+    def preset(cls: type[C], name: str, **overrides: Any) -> C:
+        """The named preset (e.g. `TransformerConfig.preset("base")`) with field overrides."""
+        if name not in cls.PRESETS:
+            _fail("preset", name, f"unknown preset for {cls.__name__}; choose one of "
+                  f"{', '.join(cls.PRESETS) or '(none)'}")
+        return cls.from_dict({**cls.PRESETS[name], **overrides})
+
     @classmethod
     def field_names(cls) -> list[str]:
         return [f.name for f in fields(cls)]
@@ -191,11 +202,8 @@ TRANSFORMER_PRESETS: dict[str, dict[str, Any]] = {
 }
 
 
-def preset(name: str, **overrides: Any) -> TransformerConfig:
-    """A named TransformerConfig preset with optional field overrides."""
-    if name not in TRANSFORMER_PRESETS:
-        _fail("preset", name, f"unknown preset; choose one of {', '.join(TRANSFORMER_PRESETS)}")
-    return TransformerConfig.from_dict({**TRANSFORMER_PRESETS[name], **overrides})
+TransformerConfig.PRESETS = TRANSFORMER_PRESETS
+preset = TransformerConfig.preset  # `aiayn.preset("base")`: the paper's configs by name
 
 
 LR_SCHEDULES = ("noam", "constant", "cosine")
@@ -313,11 +321,8 @@ DECODER_LM_PRESETS: dict[str, dict[str, Any]] = {
 }
 
 
-def lm_preset(name: str, **overrides: Any) -> DecoderLMConfig:
-    """A named DecoderLMConfig preset with optional field overrides."""
-    if name not in DECODER_LM_PRESETS:
-        _fail("preset", name, f"unknown preset; choose one of {', '.join(DECODER_LM_PRESETS)}")
-    return DecoderLMConfig.from_dict({**DECODER_LM_PRESETS[name], **overrides})
+DecoderLMConfig.PRESETS = DECODER_LM_PRESETS
+lm_preset = DecoderLMConfig.preset
 
 
 @dataclass
@@ -421,15 +426,7 @@ VIT_PRESETS: dict[str, dict[str, Any]] = {
 }
 
 
-def encoder_preset(name: str, **overrides: Any) -> EncoderConfig:
-    """A named EncoderConfig preset with optional field overrides."""
-    if name not in ENCODER_PRESETS:
-        _fail("preset", name, f"unknown preset; choose one of {', '.join(ENCODER_PRESETS)}")
-    return EncoderConfig.from_dict({**ENCODER_PRESETS[name], **overrides})
-
-
-def vit_preset(name: str, **overrides: Any) -> ViTConfig:
-    """A named ViTConfig preset with optional field overrides."""
-    if name not in VIT_PRESETS:
-        _fail("preset", name, f"unknown preset; choose one of {', '.join(VIT_PRESETS)}")
-    return ViTConfig.from_dict({**VIT_PRESETS[name], **overrides})
+EncoderConfig.PRESETS = ENCODER_PRESETS
+ViTConfig.PRESETS = VIT_PRESETS
+encoder_preset = EncoderConfig.preset
+vit_preset = ViTConfig.preset

@@ -31,14 +31,6 @@ CONFIG_FILE = "config.json"
 WEIGHTS_FILE = "model.safetensors"
 TOKENIZER_FILE = "tokenizer.json"
 
-# family name -> (config class, model class). Each model family registers itself here.
-FAMILIES: dict[str, tuple[type, type]] = {}
-
-
-def register_family(name: str, config_cls: type, model_cls: type) -> None:
-    FAMILIES[name] = (config_cls, model_cls)
-
-
 @contextlib.contextmanager
 def atomic_path(path: str | Path) -> Iterator[Path]:
     """Yield a temporary path beside `path`; on success it replaces `path` in one step."""
@@ -128,31 +120,35 @@ def read_meta(folder: str | Path) -> dict[str, Any]:
     return meta
 
 
-def load_model(folder: str | Path, device: str | torch.device = "cpu", expect: str | None = None,
-               what: str = "the expected kind of model") -> tuple[nn.Module, dict[str, Any]]:
+def folder_family(folder: str | Path, meta: dict[str, Any] | None = None):
+    """The family-table entry (aiayn.families) of a model folder; an unknown family is an error."""
+    from aiayn.families import FAMILIES
+
+    family = (meta or read_meta(folder))["family"]
+    if family not in FAMILIES:
+        raise UserError(f"{Path(folder) / CONFIG_FILE}: unknown model family {family!r} "
+                        f"(known: {', '.join(sorted(FAMILIES))})")
+    return FAMILIES[family]
+
+
+def load_model(folder: str | Path, device: str | torch.device = "cpu",
+               expect: str | None = None) -> tuple[nn.Module, dict[str, Any]]:
     """Build the model a folder describes and load its weights. Returns (model in eval mode, meta).
 
-    With `expect`, a folder of another family is refused before any weights are read, with a
-    message saying it is not `what` (e.g. "a language model").
+    With `expect` (a family name), a folder of another family is refused before any weights are
+    read, with a message naming what was expected (e.g. "not a language model").
     """
-    _register_builtin_families()
+    from aiayn.families import FAMILIES
+
     meta = read_meta(folder)
-    family = meta["family"]
-    if expect is not None and family != expect:
-        raise UserError(f"{folder}: a {family!r} model, not {what}")
+    family = folder_family(folder, meta)
+    if expect is not None and family.name != expect:
+        raise UserError(f"{folder}: a {family.name!r} model, not {FAMILIES[expect].what}")
     folder = Path(folder)
-    if family not in FAMILIES:
-        raise UserError(f"{folder / CONFIG_FILE}: unknown model family {family!r} "
-                        f"(known: {', '.join(sorted(FAMILIES))})")
-    config_cls, model_cls = FAMILIES[family]
     try:
-        config = config_cls.from_dict(meta["model"])
+        config = family.config.from_dict(meta["model"])
     except ValueError as e:
         raise UserError(f"{folder / CONFIG_FILE}: {e}") from None
-    model = model_cls(config)
+    model = family.model(config)
     load_weights(model, folder / WEIGHTS_FILE)
     return model.to(device).eval(), meta
-
-
-def _register_builtin_families() -> None:
-    import aiayn.models  # noqa: F401  (model modules call register_family on import)

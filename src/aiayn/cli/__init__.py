@@ -14,18 +14,27 @@ from aiayn.errors import UserError
 
 # Modules that register sub-commands, in the order they appear in `aiayn --help`.
 COMMAND_MODULES = [
-    "aiayn.cli.translation",  # demo, train, translate, eval, average
+    "aiayn.cli.demo",  # demo
+    "aiayn.cli.translation",  # train, translate, eval, average
     "aiayn.cli.data",  # data (built-in corpora to files)
     "aiayn.cli.lm",  # lm train, generate
     "aiayn.cli.encoder",  # classify, import, embed
     "aiayn.cli.vit",  # vit train / eval
     "aiayn.cli.viz",  # viz attention / positions / masks / curves
     "aiayn.cli.serve",  # serve
+    "aiayn.cli.configs",  # configs (the built-in configs by name)
 ]
 
 
+class Parser(argparse.ArgumentParser):
+    """argparse with one-line errors (`aiayn translate: error: argument --beam: ...`), exit 2."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="aiayn", description="The Transformer of 'Attention Is All You Need': train, translate, "
         "generate, evaluate and look inside.")
     from aiayn import __version__

@@ -8,8 +8,8 @@
     aiayn import hf-vit DIR --out MODEL                    (ViT checkpoint folder)
     aiayn embed --model MODEL [--json | --similarity] TEXT ...
 
-CONFIG is a YAML/JSON file with sections out / model / data / train (configs/bert-*.yaml) or a
-model preset name (bert-small-cpu, bert-tiny, ...). model.init=DIR fine-tunes an existing encoder
+CONFIG is a YAML/JSON file with sections out / model / data / train, a built-in config name
+(bert-gettext-origin, ...: see `aiayn configs`) or a model preset name (bert-small-cpu, ...). model.init=DIR fine-tunes an existing encoder
 (e.g. one made by `aiayn import hf-bert`) instead of training one from scratch; data.mlm_steps=N
 first pretrains with BERT's masked-LM objective. TSV files hold text<TAB>label per line.
 """
@@ -20,7 +20,14 @@ import argparse
 import json
 import sys
 
-from aiayn.cli.vit import make_config, out_folder, read_experiment
+from aiayn.cli.common import (
+    percent,
+    read_stdin_lines,
+    report_training,
+    say,
+    split_overrides,
+    training_command,
+)
 from aiayn.errors import UserError
 
 
@@ -33,15 +40,7 @@ def register(sub) -> None:
     cmds = clf.add_subparsers(dest="classify_command", metavar="COMMAND")
 
     train = cmds.add_parser("train", help="train a text classifier")
-    train.add_argument("items", nargs="*", metavar="[CONFIG] [KEY=VALUE]",
-                       help="config file or preset name, then overrides (train.max_steps=100); "
-                       "put them before the --options")
-    src = train.add_mutually_exclusive_group()
-    src.add_argument("--corpus", choices=("gettext-origin",), help="built-in labelled corpus")
-    src.add_argument("--train", metavar="FILE.tsv", help="training examples: text<TAB>label lines")
-    train.add_argument("--valid", metavar="FILE.tsv", help="validation examples (with --train)")
-    train.add_argument("--out", help="model folder to write (or `out:` in the config)")
-    train.add_argument("--resume", action="store_true", help="continue the run in --out")
+    training_command(train, _data_options)
     train.set_defaults(func=_train)
 
     pred = cmds.add_parser("predict", help="label texts (arguments, or one per stdin line)")
@@ -76,7 +75,7 @@ def register(sub) -> None:
 
 
 def _import_bert(args: argparse.Namespace) -> int:
-    from aiayn.text_encoder import import_hf_bert
+    from aiayn.tasks.text_classification import import_hf_bert
 
     enc = import_hf_bert(args.folder, args.out)
     cfg = enc.model.config
@@ -87,7 +86,7 @@ def _import_bert(args: argparse.Namespace) -> int:
 
 def _import_vit(args: argparse.Namespace) -> int:
     from aiayn.convert.hf_vit import load_hf_folder
-    from aiayn.vision import ImageClassifier
+    from aiayn.tasks.image_classification import ImageClassifier
 
     model = load_hf_folder(args.folder)
     ImageClassifier(model, [str(i) for i in range(model.config.n_classes)], "RGB"
@@ -104,44 +103,36 @@ IMPORTERS = {
 }
 
 
-def _train(args: argparse.Namespace) -> int:
-    from aiayn.classify import CLASSIFY_TRAIN_DEFAULTS, ClassifyDataConfig, train_classifier
-    from aiayn.config import ENCODER_PRESETS, TrainConfig
+def _data_options(p: argparse.ArgumentParser) -> None:
+    src = p.add_mutually_exclusive_group()
+    src.add_argument("--corpus", choices=("gettext-origin",), help="built-in labelled corpus")
+    src.add_argument("--train", metavar="FILE.tsv", help="training examples: text<TAB>label lines")
+    p.add_argument("--valid", metavar="FILE.tsv", help="validation examples (with --train)")
 
-    raw, where = read_experiment(args.items, ENCODER_PRESETS, "bert-small-cpu")
+
+def _train(args: argparse.Namespace) -> int:
+    from aiayn.tasks.text_classification import experiment, train_classifier
+
+    overrides = split_overrides(args)
     if args.valid and not args.train:
         raise UserError("--valid goes with --train")
-    if args.train:
-        raw["data"].update(train=args.train, valid=args.valid, corpus=None)
-    elif args.corpus:
-        raw["data"].update(corpus=args.corpus, train=None, valid=None)
-    data = make_config(ClassifyDataConfig, raw["data"], where, "data")
-    defaults = dict(CLASSIFY_TRAIN_DEFAULTS)
-    if "init" in raw["model"]:
-        defaults["lr"] = 5e-5  # fine-tuning a pretrained encoder (BERT's range: 2e-5 .. 5e-5)
-    train = make_config(TrainConfig, {**defaults, **raw["train"]}, where, "train")
-    out = out_folder(args, raw, where)
-    result, test = train_classifier(raw["model"], train, data, out, resume=args.resume,
-                                    say=lambda s: print(s, flush=True), where=where)
-    valid = result.metrics.get("valid_accuracy")
-    how = "interrupted" if result.interrupted else f"stopped by {result.stopped_by}"
-    print(f"trained {result.step} steps in {result.seconds:.0f} s ({how}); "
-          + (f"valid accuracy {100 * valid:.2f}%, " if valid is not None else "")
-          + (f"test accuracy {100 * test:.2f}%, " if test is not None else "")
-          + f"model saved in {out}")
-    return 130 if result.interrupted else 0
+    data = {"train": args.train, "valid": args.valid, "corpus": None} if args.train else \
+        {"corpus": args.corpus, "train": None, "valid": None} if args.corpus else None
+    exp = experiment(args.config, overrides, out=args.out, data=data)
+    result, test = train_classifier(exp, resume=args.resume, say=say)
+    details = percent("valid accuracy", result.metrics.get("valid_accuracy")) + \
+        percent("test accuracy", test)
+    return report_training(result, exp.out, details)
 
 
 def _texts(args: argparse.Namespace) -> list[str]:
     if args.texts:
         return args.texts
-    from aiayn.cli.translation import _read_stdin_lines
-
-    return [line for line in _read_stdin_lines() if line.strip()]
+    return [line for line in read_stdin_lines() if line.strip()]
 
 
 def _predict(args: argparse.Namespace) -> int:
-    from aiayn.text_encoder import TextEncoder
+    from aiayn.tasks.text_classification import TextEncoder
 
     enc = TextEncoder.load(args.model)
     texts = _texts(args)
@@ -155,9 +146,8 @@ def _predict(args: argparse.Namespace) -> int:
 
 
 def _eval(args: argparse.Namespace) -> int:
-    from aiayn.classify import ClassifyDataConfig, load_examples
     from aiayn.data.parallel import read_tsv
-    from aiayn.text_encoder import TextEncoder
+    from aiayn.tasks.text_classification import ClassifyDataConfig, TextEncoder, load_examples
 
     enc = TextEncoder.load(args.model)
     if args.test:
@@ -177,7 +167,7 @@ def _eval(args: argparse.Namespace) -> int:
 
 
 def _embed(args: argparse.Namespace) -> int:
-    from aiayn.text_encoder import TextEncoder
+    from aiayn.tasks.text_classification import TextEncoder
 
     enc = TextEncoder.load(args.model)
     texts = _texts(args)

@@ -1,13 +1,13 @@
 """`aiayn lm train`, `aiayn lm eval`, `aiayn generate`: decoder-only (GPT-style) language models.
 
-    aiayn lm train CONFIG [key=value ...] (--corpus python-stdlib | --text FILE... [--valid FILE...])
+    aiayn lm train CONFIG [key=value ...] [--corpus python-stdlib | --text FILE... [--valid FILE...]]
                    [--out DIR] [--resume]
     aiayn lm eval --model DIR [--text FILE... | --split valid|test]
     aiayn generate --model DIR --prompt "def " [--max-new-tokens 100] [--temperature 0.8]
                    [--top-k 40] [--top-p 0.95] [--seed 0]
 
-CONFIG is a YAML/JSON file with sections out / model / data / train (configs/lm-*.yaml), or a
-model preset name (gpt2-mini, gpt2-small, tiny). Overrides use dotted keys: model.n_layers=2
+CONFIG is a YAML/JSON file with sections out / model / data / train, a built-in config name
+(lm-char, lm-stdlib: see `aiayn configs`), or a model preset name (gpt2-mini, gpt2-small, tiny). Overrides use dotted keys: model.n_layers=2
 data.block_len=128 train.max_steps=200 out=runs/lm.
 """
 
@@ -16,9 +16,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from aiayn.cli.common import report_training, say, split_overrides, training_command
 from aiayn.errors import UserError
-
-SECTIONS = ("out", "model", "data", "train")
 
 
 def register(sub) -> None:
@@ -29,15 +28,7 @@ def register(sub) -> None:
     cmds = lm.add_subparsers(dest="lm_command", metavar="COMMAND")
 
     train = cmds.add_parser("train", help="train a language model (GPT-style)")
-    train.add_argument("config", metavar="CONFIG", help="config file, or a preset name")
-    train.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="e.g. train.max_steps=100")
-    src = train.add_mutually_exclusive_group()
-    src.add_argument("--corpus", help="built-in text corpus (python-stdlib)")
-    src.add_argument("--text", nargs="+", metavar="FILE", help="training text files (UTF-8)")
-    train.add_argument("--valid", nargs="+", metavar="FILE", default=[],
-                       help="validation files (default: the last lines of each --text file)")
-    train.add_argument("--out", help="model folder to write (or `out:` in the config)")
-    train.add_argument("--resume", action="store_true", help="continue the run in --out")
+    training_command(train, _data_options)
     train.set_defaults(func=_train)
 
     ev = cmds.add_parser("eval", help="perplexity and bits per byte of a language model")
@@ -59,66 +50,41 @@ def register(sub) -> None:
     gen.set_defaults(func=_generate)
 
 
-def _experiment(args: argparse.Namespace):
-    """(out, model fields, LMDataConfig, TrainConfig) from CONFIG + overrides + flags."""
-    from pathlib import Path
-
-    from aiayn.config import DECODER_LM_PRESETS, TrainConfig
-    from aiayn.errors import ConfigError
-    from aiayn.lm import LM_TRAIN_DEFAULTS, LMDataConfig
-    from aiayn.training.experiment import apply_overrides, read_config_file
-
-    where = args.config
-    if args.config in DECODER_LM_PRESETS and not Path(args.config).exists():
-        raw = {"model": {"preset": args.config}}
-    else:
-        raw = read_config_file(args.config)
-    raw = apply_overrides(raw, args.overrides, where)
-    unknown = sorted(set(raw) - set(SECTIONS))
-    if unknown:
-        raise UserError(f"{where}: unknown key {unknown[0]!r}; keys are {', '.join(SECTIONS)}")
-    sections = {}
-    for name in ("model", "data", "train"):
-        sections[name] = raw.get(name) or {}
-        if not isinstance(sections[name], dict):
-            raise UserError(f"{where}: {name}: expected a mapping of fields, got {sections[name]!r}")
-    if args.corpus:
-        sections["data"]["corpus"] = args.corpus
-    elif args.text:
-        sections["data"]["corpus"] = None
-    try:
-        data = LMDataConfig.from_dict(sections["data"])
-    except ConfigError as e:
-        raise UserError(f"{where}: data: {e}") from None
-    try:
-        train = TrainConfig.from_dict({**LM_TRAIN_DEFAULTS, **sections["train"]})
-    except ConfigError as e:
-        raise UserError(f"{where}: train: {e}") from None
-    out = args.out or raw.get("out")
-    if not isinstance(out, str) or not out:
-        raise UserError(f"{where}: no output folder: pass --out DIR or set out: in the config")
-    return out, sections["model"], data, train
+def _data_options(p: argparse.ArgumentParser) -> None:
+    src = p.add_mutually_exclusive_group()
+    src.add_argument("--corpus", help="built-in text corpus (python-stdlib)")
+    src.add_argument("--text", nargs="+", metavar="FILE", help="training text files (UTF-8)")
+    p.add_argument("--valid", nargs="+", metavar="FILE", default=[],
+                   help="validation files (default: the last lines of each --text file)")
 
 
 def _train(args: argparse.Namespace) -> int:
-    from aiayn.lm import build_lm_config, train_lm
+    from aiayn.tasks.language_model import experiment, train_lm
+    from aiayn.training.experiment import require_out
 
-    out, model, data, train = _experiment(args)
-    build_lm_config(model, data.vocab_size, args.config)  # a bad model section fails before data
-    result = train_lm(model, train, data, out, texts=args.text or (), valid_texts=args.valid,
-                      resume=args.resume, say=lambda s: print(s, flush=True))
+    overrides = split_overrides(args)
+    data = {"corpus": args.corpus} if args.corpus else {"corpus": None} if args.text else None
+    exp = experiment(args.config, overrides, out=args.out, data=data)
+    result = train_lm(exp, texts=args.text or (), valid_texts=args.valid, resume=args.resume,
+                      say=say)
+    out = require_out(exp, args.out)
     m = result.metrics
-    valid = f", valid loss {m['valid_loss']:.3f} ({m['valid_bpb']:.3f} bits/byte)" \
-        if "valid_loss" in m else ""
-    how = "interrupted" if result.interrupted else f"stopped by {result.stopped_by}"
-    print(f"trained {result.step} steps, {result.tokens:,} tokens in {result.seconds:.0f} s "
-          f"({how}){valid}; model saved in {out}")
-    print(f'generate with: aiayn generate --model {out} --prompt "def "')
-    return 130 if result.interrupted else 0
+    valid = f", {result.tokens:,} tokens, valid loss {m['valid_loss']:.3f} " \
+        f"({m['valid_bpb']:.3f} bits/byte)" if "valid_loss" in m else f", {result.tokens:,} tokens"
+    code = report_training(result, out, valid)
+    if not result.interrupted:
+        print(f'generate with: aiayn generate --model {out} --prompt "def "')
+    return code
 
 
 def _eval(args: argparse.Namespace) -> int:
-    from aiayn.lm import LanguageModel, LMDataConfig, load_splits, read_documents, score_documents
+    from aiayn.tasks.language_model import (
+        LanguageModel,
+        LMDataConfig,
+        load_splits,
+        read_documents,
+        score_documents,
+    )
 
     lm = LanguageModel.load(args.model)
     if args.batch_size < 1:
@@ -142,7 +108,7 @@ def _eval(args: argparse.Namespace) -> int:
 
 
 def _generate(args: argparse.Namespace) -> int:
-    from aiayn.lm import LanguageModel
+    from aiayn.tasks.language_model import LanguageModel
 
     lm = LanguageModel.load(args.model)
     pieces = lm.stream(args.prompt, args.max_new_tokens, temperature=args.temperature,

@@ -1,7 +1,7 @@
-"""`aiayn demo | train | translate | eval | average`: the translation model's commands.
+"""`aiayn train | translate | eval | average`: the translation model's commands (`aiayn demo`
+lives in aiayn.cli.demo).
 
-    aiayn demo [--out DIR] [--minutes M]                 train on dates-numbers, report, show
-    aiayn train CONFIG [key=value ...] [--out DIR] [--resume]
+    aiayn train CONFIG [key=value ...] [--out DIR] [--resume]   CONFIG: file, built-in or preset
     aiayn translate --model DIR [--beam 4] [--alpha 0.6] [--length-penalty gnmt|avg] [TEXT ...]
     aiayn eval --model DIR --src FILE --ref FILE [--json]
     aiayn average --model DIR [--last 5] --out DIR2      (§6.1 checkpoint averaging)
@@ -16,6 +16,13 @@ import json
 import sys
 import time
 
+from aiayn.cli.common import (
+    positive_int,
+    read_stdin_lines,
+    report_training,
+    split_overrides,
+    training_command,
+)
 from aiayn.errors import UserError
 
 RAW = argparse.RawDescriptionHelpFormatter
@@ -23,27 +30,12 @@ RAW = argparse.RawDescriptionHelpFormatter
 
 def register(sub) -> None:
     """Add the translation commands to the `aiayn` parser."""
-    p = sub.add_parser("demo", help="train a small translator on dates & numbers (CPU, minutes)",
-                       description="Train a Transformer to translate English dates and numbers "
-                       "into German on the CPU, then report test exact match / BLEU, show sample "
-                       "translations and a cross-attention heatmap.")
-    p.add_argument("--out", default="demo-model", help="model folder to write (default: demo-model)")
-    p.add_argument("--minutes", type=float, default=None,
-                   help="training time budget in minutes (default: the demo config's, 7)")
-    p.add_argument("--beam", type=int, default=4, help="beam size for the test set (default 4)")
-    p.add_argument("--test", type=int, default=None, metavar="N", help="score only N test pairs")
-    p.add_argument("overrides", nargs="*", metavar="key=value",
-                   help="change the demo recipe, e.g. train.max_tokens=1000")
-    p.set_defaults(func=_demo)
-
-    p = sub.add_parser("train", help="train a translation model from a config file",
-                       description="Train a Transformer (§5) as a CONFIG file (YAML or JSON) says; "
+    p = sub.add_parser("train", help="train a translation model from a config",
+                       description="Train a Transformer (§5) as CONFIG says (a YAML/JSON file, a "
+                       "built-in config such as `demo` or `gettext-small`, or a model preset); "
                        "dotted key=value arguments override it (train.max_steps=100).",
                        formatter_class=RAW)
-    p.add_argument("config", help="experiment file: out / model / data / train sections")
-    # REMAINDER: options may follow the overrides (`train CONFIG --resume train.max_steps=9`).
-    p.add_argument("overrides", nargs=argparse.REMAINDER, metavar="key=value ...")
-    _train_options(p)
+    training_command(p)
     p.set_defaults(func=_train)
 
     p = sub.add_parser("translate", help="translate sentences (arguments, or one per stdin line)")
@@ -67,32 +59,13 @@ def register(sub) -> None:
     p.set_defaults(func=_average)
 
 
-def _train_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--out", help="model folder (default: the config's out)")
-    p.add_argument("--resume", action="store_true", help="continue the run saved in the folder")
-
-
-def _split_overrides(args: argparse.Namespace) -> list[str]:
-    """Options written among the key=value overrides, parsed into `args`."""
-    extra = argparse.ArgumentParser(prog="aiayn train", add_help=False)
-    _train_options(extra)
-    found, rest = extra.parse_known_args(args.overrides)
-    args.out = found.out or args.out
-    args.resume = found.resume or args.resume
-    for item in rest:
-        if item.startswith("-") or "=" not in item:
-            raise UserError(f"{item!r}: expected key=value (e.g. train.max_steps=100), "
-                            "--out DIR or --resume")
-    return rest
-
-
 def _model_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", required=True, help="model folder")
-    p.add_argument("--beam", type=int, default=4, help="beam size; 1 = greedy (default 4, §6.1)")
+    p.add_argument("--beam", type=positive_int, default=4, help="beam size; 1 = greedy (default 4, §6.1)")
     p.add_argument("--alpha", type=float, default=0.6, help="length penalty alpha (default 0.6)")
     p.add_argument("--length-penalty", default="gnmt", choices=("gnmt", "avg"),
                    help="gnmt: ((5+|Y|)/6)^alpha (§6.1, default); avg: |Y|^alpha")
-    p.add_argument("--batch-size", type=int, default=64, help="sentences per batch (default 64)")
+    p.add_argument("--batch-size", type=positive_int, default=64, help="sentences per batch (default 64)")
     p.add_argument("--device", default="cpu")
 
 
@@ -102,45 +75,23 @@ def _decode_opts(args: argparse.Namespace) -> dict:
 
 
 def _train(args: argparse.Namespace) -> int:
-    from aiayn.training.experiment import load_experiment
-    from aiayn.training.translation import train_translation
+    from aiayn.tasks.translation import experiment, train_translation
 
-    exp = load_experiment(args.config, _split_overrides(args))
-    result, out = train_translation(exp, resume=args.resume, out=args.out,
+    overrides = split_overrides(args)
+    if args.config is None:
+        raise UserError("give a CONFIG: a file, a built-in config (`aiayn configs`) or a preset")
+    exp = experiment(args.config, overrides, out=args.out)
+    result, out = train_translation(exp, resume=args.resume,
                                     say=lambda m: print(m, file=sys.stderr))
-    return _report_training(result, out)
-
-
-def _report_training(result, out) -> int:
-    if result.interrupted:
-        print(f"aiayn: interrupted at step {result.step}; saved to {out} "
-              f"(continue with --resume)", file=sys.stderr)
-        return 130
     scores = {k: v for k, v in result.metrics.items() if k.startswith("valid_")}
-    summary = ", ".join(f"{k} {v:.4g}" for k, v in scores.items())
-    print(f"trained {result.step} steps in {result.seconds:.0f} s ({result.stopped_by}); "
-          f"{summary}; model in {out}")
-    return 0
-
-
-def _read_stdin_lines() -> list[str]:
-    data = sys.stdin.buffer.read()
-    try:
-        text = data.decode("utf-8-sig")
-    except UnicodeDecodeError as e:
-        line = data[:e.start].count(b"\n") + 1
-        raise UserError(f"<stdin>:{line}: invalid UTF-8 (byte 0x{data[e.start]:02x})") from None
-    lines = text.split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()
-    return [line.removesuffix("\r") for line in lines]
+    return report_training(result, out, "".join(f", {k} {v:.4g}" for k, v in scores.items()))
 
 
 def _translate(args: argparse.Namespace) -> int:
-    from aiayn.api import load
+    from aiayn.tasks.translation import Translator
 
-    translator = load(args.model, device=args.device)
-    sentences = args.sentences or _read_stdin_lines()
+    translator = Translator.load(args.model, device=args.device)
+    sentences = args.sentences or read_stdin_lines()
     for line in translator.translate(sentences, **_decode_opts(args)):
         print(line)
     sys.stdout.flush()
@@ -148,12 +99,11 @@ def _translate(args: argparse.Namespace) -> int:
 
 
 def _eval(args: argparse.Namespace) -> int:
-    from aiayn.api import load
     from aiayn.data.parallel import read_parallel
-    from aiayn.training.translation import score_translations
+    from aiayn.tasks.translation import Translator, score_translations
 
     pairs = read_parallel(args.src, args.ref)
-    translator = load(args.model, device=args.device)
+    translator = Translator.load(args.model, device=args.device)
     start = time.perf_counter()
     hyps = translator.translate([s for s, _ in pairs], **_decode_opts(args))
     seconds = time.perf_counter() - start
@@ -182,10 +132,3 @@ def _average(args: argparse.Namespace) -> int:
     steps = average_checkpoints(args.model, args.last, args.out)
     print(f"averaged {len(steps)} checkpoints (steps {', '.join(map(str, steps))}) into {args.out}")
     return 0
-
-
-def _demo(args: argparse.Namespace) -> int:
-    from aiayn.training.demo import run_demo
-
-    return run_demo(args.out, minutes=args.minutes, beam=args.beam, test_limit=args.test,
-                    overrides=args.overrides)

@@ -15,12 +15,9 @@ from __future__ import annotations
 
 import argparse
 import json
-from pathlib import Path
-from typing import Any
 
-from aiayn.errors import ConfigError, UserError
-
-SECTIONS = ("out", "model", "data", "train")
+from aiayn.cli.common import percent, report_training, say, split_overrides, training_command
+from aiayn.errors import UserError
 
 
 def register(sub) -> None:
@@ -31,14 +28,7 @@ def register(sub) -> None:
     cmds = vit.add_subparsers(dest="vit_command", metavar="COMMAND")
 
     train = cmds.add_parser("train", help="train a ViT on digits or a folder of images")
-    train.add_argument("items", nargs="*", metavar="[CONFIG] [KEY=VALUE]",
-                       help="config file or preset name, then overrides (train.max_steps=100); "
-                       "put them before the --options")
-    src = train.add_mutually_exclusive_group()
-    src.add_argument("--corpus", choices=("digits",), help="built-in image corpus (default digits)")
-    src.add_argument("--images", metavar="DIR", help="folder with one sub-folder of images per class")
-    train.add_argument("--out", help="model folder to write (or `out:` in the config)")
-    train.add_argument("--resume", action="store_true", help="continue the run in --out")
+    training_command(train, _data_options)
     train.set_defaults(func=_train)
 
     pred = cmds.add_parser("predict", help="classify image files")
@@ -55,73 +45,27 @@ def register(sub) -> None:
     ev.set_defaults(func=_eval)
 
 
-def read_experiment(items: list[str], presets: dict[str, Any],
-                    default_preset: str) -> tuple[dict[str, Any], str]:
-    """(raw sections, where) from [CONFIG] [KEY=VALUE ...]: CONFIG is a file or a preset name."""
-    from aiayn.training.experiment import apply_overrides, read_config_file
-
-    config = None
-    if items and "=" not in items[0]:
-        config, items = items[0], items[1:]
-    for item in items:
-        if "=" not in item:
-            raise UserError(f"{item!r}: expected KEY=VALUE after the config (e.g. train.max_steps=100)")
-    if config is None:  # the family's default recipe (its model builder picks the preset)
-        raw: dict[str, Any] = {}
-        where = f"the {default_preset} recipe"
-    elif config in presets and not Path(config).exists():
-        raw, where = {"model": {"preset": config}}, f"preset {config}"
-    else:
-        raw, where = read_config_file(config), config
-    raw = apply_overrides(raw, items, where)
-    unknown = sorted(set(raw) - set(SECTIONS))
-    if unknown:
-        raise UserError(f"{where}: unknown key {unknown[0]!r}; keys are {', '.join(SECTIONS)}")
-    for name in ("model", "data", "train"):
-        raw[name] = raw.get(name) or {}
-        if not isinstance(raw[name], dict):
-            raise UserError(f"{where}: {name}: expected a mapping of fields, got {raw[name]!r}")
-    return raw, where
-
-
-def make_config(cls, fields: dict[str, Any], where: str, section: str):
-    try:
-        return cls.from_dict(fields)
-    except ConfigError as e:
-        raise UserError(f"{where}: {section}: {e}") from None
-
-
-def out_folder(args: argparse.Namespace, raw: dict[str, Any], where: str) -> str:
-    out = args.out or raw.get("out")
-    if not isinstance(out, str) or not out:
-        raise UserError(f"{where}: no output folder: pass --out DIR or set out: in the config")
-    return out
+def _data_options(p: argparse.ArgumentParser) -> None:
+    src = p.add_mutually_exclusive_group()
+    src.add_argument("--corpus", choices=("digits",), help="built-in image corpus (default digits)")
+    src.add_argument("--images", metavar="DIR", help="folder with one sub-folder of images per class")
 
 
 def _train(args: argparse.Namespace) -> int:
-    from aiayn.config import VIT_PRESETS, TrainConfig
-    from aiayn.vision import VIT_TRAIN_DEFAULTS, VisionDataConfig, train_vit
+    from aiayn.tasks.image_classification import experiment, train_vit
 
-    raw, where = read_experiment(args.items, VIT_PRESETS, "vit-digits")
-    if args.images:
-        raw["data"].update(images=args.images, corpus=None)
-    elif args.corpus:
-        raw["data"].update(corpus=args.corpus, images=None)
-    data = make_config(VisionDataConfig, raw["data"], where, "data")
-    train = make_config(TrainConfig, {**VIT_TRAIN_DEFAULTS, **raw["train"]}, where, "train")
-    out = out_folder(args, raw, where)
-    result, test_accuracy = train_vit(raw["model"], train, data, out, resume=args.resume,
-                                      say=lambda s: print(s, flush=True), where=where)
-    valid = result.metrics.get("valid_accuracy")
-    how = "interrupted" if result.interrupted else f"stopped by {result.stopped_by}"
-    print(f"trained {result.step} steps in {result.seconds:.0f} s ({how}); "
-          + (f"valid accuracy {100 * valid:.2f}%, " if valid is not None else "")
-          + f"test accuracy {100 * test_accuracy:.2f}%; model saved in {out}")
-    return 130 if result.interrupted else 0
+    overrides = split_overrides(args)
+    data = {"images": args.images, "corpus": None} if args.images else \
+        {"corpus": args.corpus, "images": None} if args.corpus else None
+    exp = experiment(args.config, overrides, out=args.out, data=data)
+    result, test_accuracy = train_vit(exp, resume=args.resume, say=say)
+    details = percent("valid accuracy", result.metrics.get("valid_accuracy")) + \
+        percent("test accuracy", test_accuracy)
+    return report_training(result, exp.out, details)
 
 
 def _predict(args: argparse.Namespace) -> int:
-    from aiayn.vision import ImageClassifier
+    from aiayn.tasks.image_classification import ImageClassifier
 
     clf = ImageClassifier.load(args.model)
     for path, (label, prob) in zip(args.images, clf.predict_files(args.images), strict=True):
@@ -134,7 +78,11 @@ def _predict(args: argparse.Namespace) -> int:
 
 def _eval(args: argparse.Namespace) -> int:
     from aiayn.data.images import image_folder
-    from aiayn.vision import ImageClassifier, VisionDataConfig, load_image_corpus
+    from aiayn.tasks.image_classification import (
+        ImageClassifier,
+        VisionDataConfig,
+        load_image_corpus,
+    )
 
     clf = ImageClassifier.load(args.model)
     cfg = clf.model.config

@@ -26,6 +26,7 @@ tokenizer.json); pickled ``pytorch_model.bin`` files are refused (safetensors on
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -161,3 +162,46 @@ def load_hf_folder(folder: str | Path) -> tuple[EncoderModel, dict[str, Any]]:
 
 
 __all__ = ["config_from_hf", "convert_state_dict", "from_hf", "load_hf_folder", "load_state"]
+
+
+def sentence_transformers_max_len(folder: Path) -> int | None:
+    """sentence-transformers' max_seq_length (sentence_bert_config.json), when the folder has one."""
+    path = folder / "sentence_bert_config.json"
+    if not path.is_file():
+        return None
+    try:
+        value = json.loads(path.read_text(encoding="utf-8")).get("max_seq_length")
+    except (json.JSONDecodeError, UnicodeDecodeError, AttributeError) as e:
+        raise UserError(f"{path}: invalid JSON ({e})") from None
+    if value is not None and (not isinstance(value, int) or value < 3):
+        raise UserError(f"{path}: max_seq_length={value!r} must be an integer >= 3")
+    return value
+
+
+_HF_SPECIALS = {"pad": "[PAD]", "cls": "[CLS]", "sep": "[SEP]", "unk": "[UNK]", "mask": "[MASK]"}
+
+
+def load_hf_tokenizer(folder: Path, pad_id: int):
+    """(the folder's fast tokenizer without padding or truncation, its special ids by aiayn's
+    names: pad / cls / sep / unk [/ mask])."""
+    from tokenizers import Tokenizer as HFTokenizer
+
+    tok_path = folder / "tokenizer.json"
+    if not tok_path.is_file():
+        raise UserError(f"{tok_path}: not found (the importer needs the fast tokenizer file)")
+    try:
+        hf_tok = HFTokenizer.from_file(str(tok_path))
+    except Exception as e:  # tokenizers raises a bare Exception
+        raise UserError(f"{tok_path}: not a valid tokenizer file ({str(e).splitlines()[0]})") from None
+    hf_tok.no_padding()  # the file may pad every text to a fixed length; aiayn pads per batch
+    hf_tok.no_truncation()  # truncation is TextEncoder's (max_seq_length / max_len)
+    special = {name: hf_tok.token_to_id(tok) for name, tok in _HF_SPECIALS.items()}
+    missing = [tok for name, tok in _HF_SPECIALS.items() if special[name] is None and name != "mask"]
+    if missing:
+        raise UserError(f"{tok_path}: special token {missing[0]} not in the vocabulary")
+    special = {k: v for k, v in special.items() if v is not None}
+    if special["pad"] != pad_id:
+        raise UserError(f"{tok_path}: [PAD] is id {special['pad']} but config.json says "
+                        f"pad_token_id={pad_id}")
+    return hf_tok, special
+

@@ -99,6 +99,15 @@ class Batch:
         return f"Batch({shapes}, n_tgt_tokens={self.n_tgt_tokens})"
 
 
+def pad_ids(seqs: Sequence[Sequence[int]], pad_id: int = PAD) -> torch.Tensor:
+    """Right-padded (B, T_max) LongTensor of token-id lists (T_max >= 1)."""
+    width = max(1, max((len(s) for s in seqs), default=1))
+    out = torch.full((len(seqs), width), pad_id, dtype=torch.long)
+    for i, s in enumerate(seqs):
+        out[i, :len(s)] = torch.as_tensor(list(s), dtype=torch.long)
+    return out
+
+
 def collate(pairs_ids: Sequence[tuple[Sequence[int], Sequence[int]]], pad_id: int = PAD,
             bos_id: int = BOS, eos_id: int = EOS) -> Batch:
     """Pad a list of (source ids, target ids) into a Batch (ids without <s>/</s>)."""

@@ -17,7 +17,9 @@ from collections.abc import Iterable
 import torch
 from torch import Tensor
 
-from aiayn.models.encoder import IGNORE_INDEX
+# The label of positions that carry no prediction: torch's cross_entropy skips it by default
+# (ignore_index=-100), and so does aiayn.models.encoder.mlm_loss.
+IGNORE_INDEX = -100
 
 
 def mask_tokens(ids: Tensor, mask_id: int, vocab_size: int, special_ids: Iterable[int],
@@ -53,4 +55,4 @@ def _ordinary_ids(vocab_size: int, special: Tensor) -> Tensor:
     return ordinary
 
 
-__all__ = ["mask_tokens"]
+__all__ = ["IGNORE_INDEX", "mask_tokens"]

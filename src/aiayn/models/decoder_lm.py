@@ -19,7 +19,6 @@ import math
 from torch import Tensor, nn
 
 from aiayn.config import DecoderLMConfig
-from aiayn.folder import register_family
 from aiayn.nn import Encoder, InputEmbedding, KVCache, TokenEmbedding, make_positions
 
 
@@ -87,6 +86,3 @@ class DecoderLM(nn.Module):
 
 
 __all__ = ["DecoderLM"]
-
-
-register_family("decoder_lm", DecoderLMConfig, DecoderLM)

@@ -21,7 +21,6 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from aiayn.config import EncoderConfig
-from aiayn.folder import register_family
 from aiayn.masks import padding_mask
 from aiayn.nn import Encoder, LearnedPositions, TokenEmbedding
 from aiayn.nn.feedforward import _ACTIVATIONS  # the feed-forward's activation table, shared
@@ -156,6 +155,3 @@ def mlm_loss(logits: Tensor, labels: Tensor) -> Tensor:
 
 
 __all__ = ["EncoderEmbedding", "EncoderModel", "IGNORE_INDEX", "MaskedLMHead", "mean_pool", "mlm_loss"]
-
-
-register_family("encoder", EncoderConfig, EncoderModel)

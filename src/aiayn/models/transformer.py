@@ -5,7 +5,6 @@ from __future__ import annotations
 from torch import Tensor, nn
 
 from aiayn.config import TransformerConfig
-from aiayn.folder import register_family
 from aiayn.masks import padding_mask
 from aiayn.nn import Decoder, Encoder, InputEmbedding, KVCache, TokenEmbedding, make_positions
 
@@ -89,6 +88,3 @@ class Transformer(nn.Module):
 
 
 __all__ = ["Transformer"]
-
-
-register_family("transformer", TransformerConfig, Transformer)

@@ -18,7 +18,6 @@ import torch
 from torch import Tensor, nn
 
 from aiayn.config import ViTConfig
-from aiayn.folder import register_family
 from aiayn.nn import Encoder, LearnedPositions
 from aiayn.nn.init import normal_init_
 
@@ -102,6 +101,3 @@ class VisionTransformer(nn.Module):
 
 
 __all__ = ["PatchEmbedding", "VisionTransformer", "patchify", "unpatchify"]
-
-
-register_family("vit", ViTConfig, VisionTransformer)

@@ -6,8 +6,9 @@
     schedule.py     §5.3 Adam(0.9, 0.98, 1e-9) and the warmup schedule ("noam"), constant, cosine
     checkpoint.py   train_state.pt, numbered checkpoints, §6.1 averaging
     metrics.py      metrics.jsonl / .csv and TensorBoard scalars
-    experiment.py   an experiment file (YAML/JSON) + key=value overrides
-    translation.py  the translation recipe (`aiayn train`); demo.py: `aiayn demo`
+    experiment.py   the one experiment loader: a config (file, built-in name or preset) +
+                    key=value overrides + a task's defaults -> typed configs
+The tasks that use them (translation, language models, ...) live in aiayn.tasks.
 """
 
 from aiayn.training.losses import label_smoothed_nll

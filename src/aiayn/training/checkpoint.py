@@ -69,6 +69,22 @@ def check_out_folder(out: Path, resume: bool) -> None:
                         "choose another out folder")
 
 
+def check_resume(out: Path, now: dict[str, Any]) -> None:
+    """A resumed run must have the settings of the run in `out` for every section of `now`
+    (e.g. model, data) as recorded in its config.json's "experiment"; only train.* may change."""
+    before = read_meta(out).get("experiment", {})
+    for section, new in now.items():
+        old = before.get(section)
+        if isinstance(new, dict) and isinstance(old, dict):
+            for key in sorted(set(old) | set(new)):
+                if old.get(key) != new.get(key):
+                    raise UserError(f"--resume: {section}.{key}={new.get(key)!r} differs from the "
+                                    f"run in {out} ({old.get(key)!r}); only train.* may change")
+        elif old != new:
+            raise UserError(f"--resume: the {section} settings differ from the run in {out} "
+                            f"({old!r}, now {new!r}); only train.* may change")
+
+
 # -- RNG state: torch, numpy and Python, as plain tensors / lists (loadable with weights_only) --
 
 def rng_state() -> dict[str, Any]:

@@ -1,97 +1,108 @@
-"""A training run described by one file (YAML or JSON) plus `key=value` overrides.
+"""One experiment loader for every task: a config (YAML/JSON file, built-in name, or model preset)
+plus dotted `key=value` overrides plus the task's defaults -> typed configs.
 
+    task: translation          # optional: which task the file is for (checked when present)
     out: runs/dates            # the model folder to write
-    model: {preset: small, d_model: 256, n_layers: 3}    # TransformerConfig fields (+ preset)
-    data: {corpus: dates-numbers, vocab_size: 2000}       # DataConfig fields
-    train: {max_minutes: 7, max_tokens: 4096}             # TrainConfig fields
+    model: {preset: small, d_model: 256, n_layers: 3}   # model config fields (+ preset)
+    data: {corpus: dates-numbers, vocab_size: 2000}      # the task's data config fields
+    train: {max_minutes: 7, max_tokens: 4096}            # TrainConfig fields
 
-Overrides use dotted keys: `train.max_steps=200 model.dropout=0.2 out=runs/x`; values are read
-as YAML scalars (`200` is an int, `1e-3` a float, `true` a bool). Unknown keys and wrong types
-are errors naming the key and the value.
+The CLI (`aiayn train`, `aiayn lm train`, ...) and the Python API (`aiayn.tasks.*.experiment()`)
+both call `load_experiment`, so a run started from either trains the same thing. A task's
+training defaults (e.g. the language model's cosine schedule) sit under the file's train section.
+Overrides use dotted keys: `train.max_steps=200 model.dropout=0.2 out=runs/x`; values are read as
+YAML scalars (`200` is an int, `1e-3` a float, `true` a bool). Unknown keys and wrong types are
+errors naming the key and the value.
 """
 
 from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from aiayn.config import TRANSFORMER_PRESETS, Config, TrainConfig, TransformerConfig, _fail
+from aiayn.config import Config, TrainConfig
 from aiayn.errors import ConfigError, UserError
 
-SECTIONS = ("out", "model", "data", "train")
+SECTIONS = ("task", "out", "model", "data", "train")
+# The built-in configs, shipped inside the package: `aiayn train demo` works from anywhere.
+CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"
 _NUMBER = re.compile(r"^[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$")
 
 
-@dataclass
-class DataConfig(Config):
-    """Where the parallel text comes from and how it is tokenised (§5.1)."""
+@dataclass(frozen=True)
+class Task:
+    """What the loader needs to know of a task; each module of aiayn.tasks defines one (TASK)."""
 
-    corpus: str | None = None  # a built-in corpus: "dates-numbers" or "gettext"
-    corpus_dir: str | None = None  # a folder written by `aiayn data` ({train,valid}.{src,tgt})
-    train_src: str | None = None  # or aligned files, one sentence per line
-    train_tgt: str | None = None
-    valid_src: str | None = None
-    valid_tgt: str | None = None
-    tokenizer: str = "bpe"  # §5.1: byte-pair encoding, one vocabulary for both languages
-    vocab_size: int = 8000
-    max_train_pairs: int | None = None  # use only the first N training pairs
-    valid_pairs: int = 500  # validation pairs scored (loss and BLEU) at each evaluation
-    valid_beam: int = 1  # beam for validation BLEU (1 = greedy: fast)
+    name: str  # "translation", "language_model", ...
+    command: str  # the CLI command that trains it, for messages ("aiayn lm train")
+    model_config: type[Config]  # TransformerConfig, ...
+    data_config: type[Config]
+    # TrainConfig fields that differ from TrainConfig's defaults (the paper's §5 recipe), or a
+    # function of the model section giving them (fine-tuning a pretrained model wants a lower lr).
+    train_defaults: dict[str, Any] | Callable[[dict[str, Any]], dict[str, Any]] = field(
+        default_factory=dict)
+    default_preset: str | None = None  # the preset a model section without one starts from
+    set_by_data: dict[str, str] = field(default_factory=dict)  # model field -> why it can't be set
+    model_keys: tuple[str, ...] = ()  # keys of the model section that are not config fields
+    # Values for set_by_data fields that let a model section be checked before the data is read
+    # (None: checked once the data is known).
+    placeholders: dict[str, Any] | None = None
 
-    def __post_init__(self) -> None:
-        self._check_types()
-        sources = [name for name in ("corpus", "corpus_dir", "train_src") if getattr(self, name)]
-        if len(sources) != 1:
-            _fail("corpus", self.corpus, "give exactly one of corpus, corpus_dir, or "
-                  "train_src + train_tgt")
-        for a, b in (("train_src", "train_tgt"), ("valid_src", "valid_tgt")):
-            if bool(getattr(self, a)) != bool(getattr(self, b)):
-                _fail(a if not getattr(self, a) else b, None, f"{a} and {b} go together")
-        for name in ("vocab_size", "valid_pairs", "valid_beam"):
-            if getattr(self, name) <= 0:
-                _fail(name, getattr(self, name), "must be a positive integer")
-        if self.max_train_pairs is not None and self.max_train_pairs <= 0:
-            _fail("max_train_pairs", self.max_train_pairs, "must be a positive integer")
+    def defaults(self, model: dict[str, Any]) -> dict[str, Any]:
+        d = self.train_defaults
+        return dict(d(model) if callable(d) else d)
 
 
 @dataclass
 class Experiment:
-    out: str | None
-    model: dict[str, Any]  # as written (preset name + overrides); vocab_size comes from the data
-    data: DataConfig
-    train: TrainConfig
-    source: str = "config"  # the file it came from, for messages
-    extra: dict[str, Any] = field(default_factory=dict)
+    """A whole training run: the task, where it goes, and its model / data / train settings."""
 
-    def model_config(self, vocab_size: int, pad_id: int) -> TransformerConfig:
-        return build_model_config(self.model, vocab_size, pad_id, self.source)
+    task: Task
+    out: str | None
+    model: dict[str, Any]  # as written (preset name + field overrides); the data sets the rest
+    data: Any  # the task's data config
+    train: TrainConfig
+    source: str = "config"  # where it came from, for messages
+
+    def model_config(self, **from_data: Any) -> Config:
+        """The typed model config: the preset, the model section, then what the data decides."""
+        return build_model_config(self.task, self.model, from_data, self.source)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"out": self.out, "model": dict(self.model), "data": self.data.to_dict(),
-                "train": self.train.to_dict()}
+        return {"task": self.task.name, "out": self.out, "model": dict(self.model),
+                "data": self.data.to_dict(), "train": self.train.to_dict()}
 
 
-def build_model_config(model: dict[str, Any], vocab_size: int, pad_id: int,
-                       where: str = "config") -> TransformerConfig:
-    fields = dict(model)
-    name = fields.pop("preset", None)
-    if name is not None and name not in TRANSFORMER_PRESETS:
-        raise UserError(f"{where}: model.preset={name!r}: unknown preset; choose one of "
-                        f"{', '.join(TRANSFORMER_PRESETS)}")
-    if "vocab_size" in fields or "pad_id" in fields:
-        key = "vocab_size" if "vocab_size" in fields else "pad_id"
-        raise UserError(f"{where}: model.{key}: set by the tokenizer (use data.vocab_size)")
-    base = dict(TRANSFORMER_PRESETS[name]) if name else {}
-    base.update(fields, vocab_size=vocab_size, pad_id=pad_id)
+def build_model_config(task: Task, model: dict[str, Any], from_data: dict[str, Any],
+                       where: str = "config") -> Config:
+    cls = task.model_config
+    name = _check_preset(task, model, where)
+    fields = {k: v for k, v in model.items() if k not in task.model_keys and k != "preset"}
     try:
-        return TransformerConfig.from_dict(base)
+        return cls.from_dict({**cls.PRESETS.get(name, {}), **fields, **from_data})
     except ConfigError as e:
         raise UserError(f"{where}: model: {e}") from None
+
+
+# -- reading ------------------------------------------------------------------------------------
+
+def builtin_configs() -> dict[str, Path]:
+    """name -> file of the configs shipped with aiayn (aiayn/configs/*.yaml)."""
+    return {p.stem: p for p in sorted(CONFIG_DIR.glob("*.yaml"))}
+
+
+def describe_config(path: Path) -> tuple[str, str]:
+    """(task, first comment line) of a built-in config, for `aiayn configs`."""
+    text = path.read_text(encoding="utf-8")
+    first = next((line.lstrip("# ").strip() for line in text.splitlines() if line.startswith("#")), "")
+    task = (yaml.safe_load(text) or {}).get("task", "translation")
+    return task, first
 
 
 def parse_value(text: str) -> Any:
@@ -105,7 +116,7 @@ def parse_value(text: str) -> Any:
         return text
 
 
-def apply_overrides(raw: dict[str, Any], overrides: list[str], where: str) -> dict[str, Any]:
+def apply_overrides(raw: dict[str, Any], overrides: Sequence[str], where: str) -> dict[str, Any]:
     raw = json.loads(json.dumps(raw))  # a deep copy
     for item in overrides:
         key, sep, value = item.partition("=")
@@ -115,10 +126,10 @@ def apply_overrides(raw: dict[str, Any], overrides: list[str], where: str) -> di
         if section not in SECTIONS:
             raise UserError(f"override {item!r}: unknown key {section!r}; keys are "
                             f"{', '.join(SECTIONS)} (e.g. train.max_steps=100)")
-        if section == "out":
+        if section in ("out", "task"):
             if name:
-                raise UserError(f"override {item!r}: 'out' has no sub-keys")
-            raw["out"] = value
+                raise UserError(f"override {item!r}: {section!r} has no sub-keys")
+            raw[section] = value
             continue
         if not name:
             raise UserError(f"override {item!r}: name a field, e.g. {section}.FIELD=VALUE")
@@ -151,32 +162,108 @@ def read_config_file(path: str | Path) -> dict[str, Any]:
     return data
 
 
-def experiment_from_dict(raw: dict[str, Any], where: str = "config") -> Experiment:
+def read_source(config: str | Path | dict[str, Any] | None, task: Task) -> tuple[dict[str, Any], str]:
+    """(raw sections, where) of a config: a file path, a built-in config name, a preset name of
+    the task's model config, a dict, or None (the task's defaults)."""
+    if config is None:
+        return {}, f"the {task.name} defaults"
+    if isinstance(config, dict):
+        return json.loads(json.dumps(config)), "config"
+    path, builtin = Path(config), builtin_configs()
+    if path.exists() or path.suffix in (".yaml", ".yml", ".json") or "/" in str(config):
+        return read_config_file(path), str(config)
+    if str(config) in builtin:
+        return read_config_file(builtin[str(config)]), f"{config} (built-in config)"
+    if str(config) in task.model_config.PRESETS:
+        return {"model": {"preset": str(config)}}, f"preset {config}"
+    raise UserError(f"{config}: config file not found, and not a built-in config "
+                    f"({', '.join(builtin)}) or a {task.name} preset "
+                    f"({', '.join(task.model_config.PRESETS)})")
+
+
+def _section(cls: type[Config], fields: dict[str, Any], where: str, name: str) -> Any:
+    try:
+        return cls.from_dict(fields)
+    except ConfigError as e:
+        raise UserError(f"{where}: {name}: {e}") from None
+
+
+def experiment_from_dict(raw: dict[str, Any], task: Task, where: str = "config") -> Experiment:
     unknown = sorted(set(raw) - set(SECTIONS))
     if unknown:
         raise UserError(f"{where}: unknown key {unknown[0]!r}; keys are {', '.join(SECTIONS)}")
+    if raw.get("task", task.name) != task.name:
+        raise UserError(f"{where}: task={raw['task']!r}: this is not a {task.name} config "
+                        f"(`{task.command}` trains {task.name} models; `aiayn configs` lists "
+                        "each config with its task)")
     sections = {}
     for name in ("model", "data", "train"):
         value = raw.get(name) or {}
         if not isinstance(value, dict):
             raise UserError(f"{where}: {name}: expected a mapping of fields, got {value!r}")
         sections[name] = value
-    try:
-        data = DataConfig.from_dict(sections["data"])
-    except ConfigError as e:
-        raise UserError(f"{where}: data: {e}") from None
-    try:
-        train = TrainConfig.from_dict(sections["train"])
-    except ConfigError as e:
-        raise UserError(f"{where}: train: {e}") from None
+    data = _section(task.data_config, sections["data"], where, "data")
+    train = _section(TrainConfig, {**task.defaults(sections["model"]), **sections["train"]},
+                     where, "train")
     out = raw.get("out")
     if out is not None and not isinstance(out, str):
         raise UserError(f"{where}: out={out!r}: must be a folder path")
-    exp = Experiment(out, sections["model"], data, train, where)
-    exp.model_config(vocab_size=data.vocab_size, pad_id=0)  # check the model section now
+    exp = Experiment(task, out, sections["model"], data, train, where)
+    _check_model_section(exp)  # a bad model section fails now, before any data is read
     return exp
 
 
-def load_experiment(path: str | Path, overrides: list[str] | None = None) -> Experiment:
-    raw = apply_overrides(read_config_file(path), overrides or [], str(path))
-    return experiment_from_dict(raw, str(path))
+def _check_model_section(exp: Experiment) -> None:
+    task, where = exp.task, exp.source
+    if task.placeholders is not None:
+        exp.model_config(**task.placeholders)
+        return
+    known = set(task.model_config.field_names()) | set(task.model_keys) | {"preset"}
+    unknown = sorted(set(exp.model) - known)
+    if unknown:
+        raise UserError(f"{where}: model: invalid config: {unknown[0]}={exp.model[unknown[0]]!r}: "
+                        f"unknown field for {task.model_config.__name__}")
+    _check_preset(task, exp.model, where)
+
+
+def _check_preset(task: Task, model: dict[str, Any], where: str) -> str | None:
+    """The model section's preset name (or the task's default), after checking it and that no
+    field the data decides is set."""
+    name = model.get("preset", task.default_preset)
+    if name is not None and name not in task.model_config.PRESETS:
+        raise UserError(f"{where}: model.preset={name!r}: unknown preset; choose one of "
+                        f"{', '.join(task.model_config.PRESETS)}")
+    for key, why in task.set_by_data.items():
+        if key in model:
+            raise UserError(f"{where}: model.{key}: {why}")
+    return name
+
+
+def load_experiment(config: str | Path | dict[str, Any] | None = None,
+                    overrides: Sequence[str] = (), *, task: Task, out: str | Path | None = None,
+                    data: dict[str, Any] | None = None) -> Experiment:
+    """The experiment of `config` (see read_source) with `overrides` ("train.max_steps=100") and
+    the task's defaults. `out` replaces the config's output folder; `data` sets data fields to
+    Python values (what CLI flags such as --text or --corpus say)."""
+    raw, where = read_source(config, task)
+    raw = apply_overrides(raw, overrides, where)
+    if data:
+        if not isinstance(raw.get("data"), dict):
+            raw["data"] = {}
+        raw["data"].update(data)
+    if out is not None:
+        raw["out"] = str(out)
+    return experiment_from_dict(raw, task, where)
+
+
+def require_out(exp: Experiment, out: str | Path | None = None) -> Path:
+    """The output folder of a run: `out`, else the experiment's; an error when neither is set."""
+    folder = out or exp.out
+    if not folder:
+        raise UserError(f"{exp.source}: no output folder: pass --out DIR or set out: in the config")
+    return Path(folder)
+
+
+__all__ = ["CONFIG_DIR", "Experiment", "Task", "apply_overrides", "build_model_config",
+           "builtin_configs", "describe_config", "experiment_from_dict", "load_experiment",
+           "parse_value", "read_config_file", "require_out"]

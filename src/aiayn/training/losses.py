@@ -46,3 +46,11 @@ def token_accuracy(logits: Tensor, target: Tensor, pad_id: int | None = 0) -> tu
             keep = target != pad_id
             return int((hit & keep).sum()), int(keep.sum())
         return int(hit.sum()), target.numel()
+
+
+def classification_loss(logits: Tensor, labels: Tensor,
+                        label_smoothing: float = 0.0) -> tuple[Tensor, int, dict[str, int]]:
+    """Class logits (B, C) and labels (B,) -> (cross-entropy summed over the batch, examples,
+    {"accuracy": correct count}): the Trainer divides the sums by the example count."""
+    loss = F.cross_entropy(logits.float(), labels, label_smoothing=label_smoothing, reduction="sum")
+    return loss, len(labels), {"accuracy": int((logits.argmax(-1) == labels).sum())}

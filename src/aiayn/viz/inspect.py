@@ -28,10 +28,9 @@ import torch
 
 from aiayn.data.special import BOS, BOS_TOKEN, EOS, PAD, UNK
 from aiayn.errors import UserError
-from aiayn.folder import read_meta
+from aiayn.families import ENCODER, FAMILIES, LANGUAGE_MODEL, TRANSLATION, VIT
+from aiayn.folder import folder_family
 from aiayn.viz.attention import AttentionMaps, attention_maps
-
-FAMILIES = ("transformer", "decoder_lm", "encoder", "vit")
 
 
 @dataclass
@@ -76,27 +75,24 @@ class Inspector:
     @classmethod
     def load(cls, folder: str | Path, device: str = "cpu") -> Inspector:
         from aiayn.api import load
-        family = read_meta(folder)["family"]
-        if family not in FAMILIES:  # checked before loading weights
-            raise UserError(f"{Path(folder)}: attention views support the model families "
-                            f"{', '.join(FAMILIES)}, not {family!r}")
+        family = folder_family(folder).name  # checked before loading weights
         return cls(load(folder, device=device), family)
 
     @property
     def max_len(self) -> int:
         cfg = self.obj.model.config
-        return int(cfg.n_patches + 1 if self.family == "vit" else cfg.max_len)
+        return int(cfg.n_patches + 1 if self.family == VIT else cfg.max_len)
 
     def run(self, text: str, beam: int = 4, max_new_tokens: int = 30) -> Inspection:
         """Tokens and attention of `text` (a source sentence, a prompt, a text to encode, or for
         a ViT the path of an image file)."""
         if not isinstance(text, str) or not text.strip():
             raise UserError("the input text is empty")
-        if self.family == "vit":
+        if self.family == VIT:
             return self._classify(text.strip())
-        if self.family == "transformer":
+        if self.family == TRANSLATION:
             return self._translate(text.strip(), beam)
-        if self.family == "decoder_lm":
+        if self.family == LANGUAGE_MODEL:
             return self._generate(text, max_new_tokens)
         return self._encode(text.strip())
 
@@ -105,7 +101,7 @@ class Inspector:
 
     @torch.no_grad()
     def _translate(self, text: str, beam: int) -> Inspection:
-        from aiayn.translator import decode_ids
+        from aiayn.tasks.translation import decode_ids
         tr = self.obj
         src_ids = tr.tokenizer.encode(text)[: self.max_len]
         out_ids = decode_ids(tr.model, [src_ids], beam=beam, device=tr.device)[0]
@@ -114,7 +110,7 @@ class Inspector:
         tgt_in = torch.tensor([[BOS, *out_ids]], device=tr.device)  # §3.1: shifted right
         _, attn = tr.model(src, tgt_in, return_attn=True)
         labels = {"source": self._labels(src_ids), "target": [BOS_TOKEN, *self._labels(out_ids)]}
-        return Inspection("transformer", text, tr.tokenizer.decode(out_ids), labels,
+        return Inspection(TRANSLATION, text, tr.tokenizer.decode(out_ids), labels,
                           attention_maps(attn, labels))
 
     @torch.no_grad()
@@ -134,7 +130,7 @@ class Inspector:
         seq = ids + new
         _, weights = lm.model(torch.tensor([seq], device=lm.device), return_attn=True)
         labels = {"tokens": self._labels(seq)}
-        return Inspection("decoder_lm", prompt, lm.tokenizer.decode(new), labels,
+        return Inspection(LANGUAGE_MODEL, prompt, lm.tokenizer.decode(new), labels,
                           attention_maps({"self": weights}, labels))
 
     @torch.no_grad()
@@ -143,7 +139,7 @@ class Inspector:
         ids = enc.token_ids(text)
         _, weights = enc.model(torch.tensor([ids], device=enc.device), return_attn=True)
         labels = {"tokens": self._labels(ids)}
-        return Inspection("encoder", text, None, labels, attention_maps({"self": weights}, labels))
+        return Inspection(ENCODER, text, None, labels, attention_maps({"self": weights}, labels))
 
     @torch.no_grad()
     def _classify(self, path: str) -> Inspection:
@@ -156,7 +152,7 @@ class Inspector:
         grid = cfg.image_size // cfg.patch_size
         labels = {"tokens": ["[CLS]", *(f"r{r + 1}c{c + 1}" for r in range(grid) for c in range(grid))]}
         array = image.permute(1, 2, 0).numpy()
-        return Inspection("vit", path, f"{name} (p={prob:.2f})", labels,
+        return Inspection(VIT, path, f"{name} (p={prob:.2f})", labels,
                           attention_maps({"self": weights}, labels),
                           image=array[..., 0] if array.shape[-1] == 1 else array,
                           patch_size=cfg.patch_size)

@@ -23,7 +23,8 @@ from flask import Flask, jsonify, request, send_from_directory
 from werkzeug.exceptions import HTTPException
 
 from aiayn.errors import UserError
-from aiayn.folder import read_meta
+from aiayn.families import ENCODER, LANGUAGE_MODEL, TRANSLATION, VIT
+from aiayn.folder import folder_family
 from aiayn.viz.inspect import Inspector
 
 STATIC = Path(__file__).parent / "static"
@@ -31,7 +32,7 @@ MAX_BODY_BYTES = 16 * 1024
 MAX_CHARS = 500
 MAX_BEAM = 8
 MAX_NEW_TOKENS = 64
-ENDPOINT_FAMILIES = {"translate": "transformer", "generate": "decoder_lm", "encode": "encoder"}
+ENDPOINT_FAMILIES = {"translate": TRANSLATION, "generate": LANGUAGE_MODEL, "encode": ENCODER}
 log = logging.getLogger("aiayn.serve")
 
 
@@ -41,9 +42,9 @@ class BadRequest(Exception):
 
 def create_app(model: str | Path | Inspector, max_chars: int = MAX_CHARS) -> Flask:
     """The Flask app for one model folder (or a loaded Inspector)."""
-    family = model.family if isinstance(model, Inspector) else read_meta(model)["family"]
+    family = model.family if isinstance(model, Inspector) else folder_family(model).name
     if family not in ENDPOINT_FAMILIES.values():  # checked before any weights are loaded
-        hint = " (for a ViT: aiayn viz attention --model DIR IMAGE)" if family == "vit" else ""
+        hint = " (for a ViT: aiayn viz attention --model DIR IMAGE)" if family == VIT else ""
         raise UserError(f"{model}: the explorer serves translation, language-model and encoder "
                         f"folders, not {family!r}{hint}")
     inspector = model if isinstance(model, Inspector) else Inspector.load(model)

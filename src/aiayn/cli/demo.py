@@ -1,6 +1,6 @@
 """`aiayn demo`: train a small Transformer on dates & numbers (EN -> DE) on the CPU, and show it.
 
-The recipe (DEMO_EXPERIMENT, also configs/demo.yaml) is the paper's (§5: Adam with warmup,
+The recipe (the built-in config `demo`, aiayn/configs/demo.yaml) is the paper's (§5: Adam with warmup,
 label smoothing 0.1, dropout 0.1, post-norm, shared BPE vocabulary, length-bucketed batches,
 §6.1 beam 4 with alpha 0.6), scaled to two CPU cores and a few minutes:
 
@@ -24,22 +24,9 @@ import shutil
 import sys
 import time
 from pathlib import Path
-from typing import Any
-
-import torch
 
 from aiayn.errors import UserError
-from aiayn.folder import CONFIG_FILE, atomic_write_text
 
-DEMO_EXPERIMENT: dict[str, Any] = {
-    "out": "demo-model",
-    "model": {"d_model": 128, "n_heads": 4, "d_ff": 512, "n_layers": 2, "dropout": 0.1,
-              "max_len": 64},
-    "data": {"corpus": "dates-numbers", "vocab_size": 300, "valid_pairs": 200},
-    "train": {"max_minutes": 7.0, "max_steps": 100_000, "max_tokens": 1500, "lr": 3e-3,
-              "warmup_steps": 300, "label_smoothing": 0.1, "eval_every": 500, "save_every": 500,
-              "log_every": 50, "seed": 0, "threads": 1},
-}
 N_SAMPLES = 6
 
 
@@ -49,6 +36,8 @@ def _say(message: str) -> None:
 
 def _check_out(out: Path) -> None:
     """The demo replaces only an earlier demo's folder, never anything else."""
+    from aiayn.folder import CONFIG_FILE
+
     if not out.exists():
         return
     if out.is_dir() and not any(out.iterdir()):
@@ -83,9 +72,27 @@ def _pick_example(pairs: list[tuple[str, str]]) -> tuple[str, str]:
     return pairs[0]
 
 
+def register(sub) -> None:
+    """Add `aiayn demo` to the `aiayn` parser."""
+    p = sub.add_parser("demo", help="train a small translator on dates & numbers (CPU, minutes)",
+                       description="Train a Transformer to translate English dates and numbers "
+                       "into German on the CPU, then report test exact match / BLEU, show sample "
+                       "translations and a cross-attention heatmap.")
+    p.add_argument("--out", default="demo-model", help="model folder to write (default: demo-model)")
+    p.add_argument("--minutes", type=float, default=None,
+                   help="training time budget in minutes (default: the demo config's, 7)")
+    p.add_argument("--beam", type=int, default=4, help="beam size for the test set (default 4)")
+    p.add_argument("--test", type=int, default=None, metavar="N", help="score only N test pairs")
+    p.add_argument("overrides", nargs="*", metavar="key=value",
+                   help="change the demo recipe, e.g. train.max_tokens=1000")
+    p.set_defaults(func=lambda args: run_demo(args.out, minutes=args.minutes, beam=args.beam,
+                                              test_limit=args.test, overrides=args.overrides))
+
+
 def _attention_figure(translator, source: str, path: Path) -> Path:
     from aiayn.viz.attention import plot_attention
     from aiayn.viz.style import save_figure
+
 
     src_tokens, tgt_tokens, weights = translator.cross_attention(source)
     layer = weights.shape[0]
@@ -97,15 +104,17 @@ def _attention_figure(translator, source: str, path: Path) -> Path:
 
 def run_demo(out: str | Path = "demo-model", minutes: float | None = None, beam: int = 4,
              test_limit: int | None = None, overrides: list[str] | None = None) -> int:
-    from aiayn.training.experiment import apply_overrides, experiment_from_dict
+    import torch
+
+    from aiayn.tasks import translation
 
     out = Path(out)
-    raw = apply_overrides(DEMO_EXPERIMENT, list(overrides or []), "demo")
+    overrides = list(overrides or [])
     if minutes is not None:
         if not minutes > 0:
             raise UserError(f"--minutes {minutes}: must be positive")
-        raw["train"]["max_minutes"] = float(minutes)
-    exp = experiment_from_dict(raw, "demo")
+        overrides.append(f"train.max_minutes={float(minutes)}")
+    exp = translation.experiment("demo", overrides)
     _check_out(out)
     threads = torch.get_num_threads()
     try:  # exp.train.threads for decoding too, not only for training (the Trainer's part)
@@ -116,7 +125,7 @@ def run_demo(out: str | Path = "demo-model", minutes: float | None = None, beam:
 
 
 def _run(exp, out: Path, beam: int, test_limit: int | None) -> int:
-    from aiayn.training.translation import load_pairs, train_translation
+    from aiayn.tasks import translation
 
     tmp = out.parent / f".{out.name}.training"
     if tmp.exists():
@@ -124,13 +133,13 @@ def _run(exp, out: Path, beam: int, test_limit: int | None) -> int:
     _say(f"aiayn demo: teaching a Transformer to translate English dates and numbers into German "
          f"({exp.train.max_minutes:g} minutes of training on the CPU)")
     try:
-        result, _ = train_translation(exp, out=tmp, say=_say, meta={"demo": True})
+        result, _ = translation.train_translation(exp, out=tmp, say=_say, meta={"demo": True})
         if result.interrupted:
             shutil.rmtree(tmp, ignore_errors=True)
             print(f"aiayn: interrupted; {out} left as it was", file=sys.stderr)
             return 130
         _say(f"trained {result.step} steps in {result.seconds:.0f} s")
-        test = (load_pairs(exp.data).get("test") or [])[:test_limit]
+        test = (translation.load_pairs(exp.data).get("test") or [])[:test_limit]
         if not test:
             raise UserError("the demo corpus has no test split")
         metrics, hyps, example = _test_and_show(tmp, test, beam, result)
@@ -153,14 +162,14 @@ def _run(exp, out: Path, beam: int, test_limit: int | None) -> int:
 
 def _test_and_show(folder: Path, test, beam: int, result):
     """Score the test split, write metrics.json and attention.png into `folder`."""
-    from aiayn.training.translation import score_translations
-    from aiayn.translator import Translator
+    from aiayn.folder import atomic_write_text
+    from aiayn.tasks import translation
 
-    translator = Translator.load(folder)
+    translator = translation.Translator.load(folder)
     start = time.perf_counter()
     hyps = translator.translate([s for s, _ in test], beam=beam)
     decode_seconds = time.perf_counter() - start
-    scores = score_translations(hyps, [t for _, t in test])
+    scores = translation.score_translations(hyps, [t for _, t in test])
     metrics = {"exact_match": scores["exact_match"], "bleu": scores["bleu"],
                "chrf": scores["chrf"], "train_seconds": round(result.seconds, 1),
                "steps": result.step, "test_sentences": len(test), "beam": beam,

@@ -8,6 +8,9 @@
 Images are float tensors (B, C, H, W) with pixels in [0, 1] (aiayn.data.images); a model folder
 records the class names, the Pillow mode ("L" or "RGB") and the image size it was trained on,
 so image files are converted the same way at prediction time.
+
+The same skeleton as every module of aiayn.tasks: data config and defaults, reading the data,
+batches, loss, evaluation, the user-facing object (ImageClassifier), training.
 """
 
 from __future__ import annotations
@@ -18,17 +21,22 @@ from pathlib import Path
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor
 
-from aiayn.config import VIT_PRESETS, Config, TrainConfig, ViTConfig, _fail
+from aiayn.config import Config, ViTConfig, _fail
 from aiayn.data.images import ImageCorpus, digits, image_folder, load_image, random_affine
-from aiayn.errors import ConfigError, UserError
+from aiayn.errors import UserError
+from aiayn.families import VIT as FAMILY
 from aiayn.folder import load_model, save_model
 from aiayn.models.vit import VisionTransformer
+from aiayn.training.checkpoint import check_out_folder, check_resume
+from aiayn.training.experiment import Experiment, Task, load_experiment, require_out
+from aiayn.training.losses import classification_loss
 from aiayn.training.stream import BatchStream
+from aiayn.training.trainer import Trainer, TrainResult, seed_everything
 
-FAMILY = "vit"
+# -- data config and defaults --------------------------------------------------------------------
+
 # TrainConfig defaults for `aiayn vit train` (the config file's train section overrides them):
 # AdamW with a short warmup and cosine decay, the usual ViT recipe, not the paper's §5.3 one.
 # 4000 steps of 32 images = ~100 epochs of digits. One thread: the tensors are tiny, so more
@@ -68,11 +76,26 @@ class VisionDataConfig(Config):
                 _fail(name, getattr(self, name), "must be non-negative")
 
 
+TASK = Task("image_classification", "aiayn vit train", ViTConfig, VisionDataConfig,
+            train_defaults=VIT_TRAIN_DEFAULTS, default_preset="vit-digits",
+            set_by_data={k: "set by the data" for k in ("image_size", "channels", "n_classes")})
+
+
+def experiment(config: str | Path | dict[str, Any] | None = None, overrides: Sequence[str] = (),
+               **options: Any) -> Experiment:
+    """The run `aiayn vit train CONFIG OVERRIDES...` would train (options: out=, data=)."""
+    return load_experiment(config, overrides, task=TASK, **options)
+
+
+# -- data ----------------------------------------------------------------------------------------
+
 def load_image_corpus(data: VisionDataConfig) -> ImageCorpus:
     if data.corpus == "digits":
         return digits(data.valid_frac, data.test_frac)
     return image_folder(data.images, data.image_size, data.channels, data.valid_frac, data.test_frac)
 
+
+# -- batches -------------------------------------------------------------------------------------
 
 def image_batches(images: Tensor, labels: Tensor, data: VisionDataConfig, seed: int) -> BatchStream:
     """Shuffled batches, epoch after epoch; the shuffle and each batch's augmentation are seeded
@@ -93,20 +116,19 @@ def image_batches(images: Tensor, labels: Tensor, data: VisionDataConfig, seed: 
     return BatchStream(plan, collate)
 
 
-def classification_loss(model, batch: tuple[Tensor, Tensor], label_smoothing: float = 0.0):
-    """(loss summed over the batch, examples, {"accuracy": correct count}) for the Trainer,
-    which divides the sums by the example count."""
-    images, labels = batch
-    logits = model(images.to(_device(model)))
-    labels = labels.to(logits.device)
-    loss = F.cross_entropy(logits.float(), labels, label_smoothing=label_smoothing, reduction="sum")
-    correct = (logits.argmax(-1) == labels).sum().item()
-    return loss, len(labels), {"accuracy": correct}
+# -- loss ----------------------------------------------------------------------------------------
+
+def image_classification_loss(model, batch: tuple[Tensor, Tensor], label_smoothing: float = 0.0):
+    """(loss summed over the batch, examples, {"accuracy": correct count}) for the Trainer."""
+    images, labels = (t.to(_device(model)) for t in batch)
+    return classification_loss(model(images), labels, label_smoothing)
 
 
 def _device(model) -> torch.device:
     return next(model.parameters()).device
 
+
+# -- evaluate ------------------------------------------------------------------------------------
 
 @torch.no_grad()
 def predict_logits(model: VisionTransformer, images: Tensor, batch_size: int = 256) -> Tensor:
@@ -122,6 +144,8 @@ def accuracy(model: VisionTransformer, images: Tensor, labels: Tensor) -> float:
     return (predict_logits(model, images).argmax(-1) == labels).float().mean().item()
 
 
+# -- the user-facing object ----------------------------------------------------------------------
+
 class ImageClassifier:
     """A VisionTransformer with its class names and image format, ready to predict."""
 
@@ -135,7 +159,7 @@ class ImageClassifier:
 
     @classmethod
     def load(cls, folder: str | Path, device: str | torch.device = "cpu") -> ImageClassifier:
-        model, meta = load_model(folder, device, expect=FAMILY, what="a vision transformer")
+        model, meta = load_model(folder, device, expect=FAMILY)
         classes = meta.get("classes") or [str(i) for i in range(model.config.n_classes)]
         return cls(model, classes, meta.get("image_mode", "L"), device, meta)
 
@@ -157,50 +181,24 @@ class ImageClassifier:
         return accuracy(self.model, images, labels)
 
 
-def build_vit_config(model: ViTConfig | dict[str, Any], corpus: ImageCorpus,
-                     where: str = "config") -> ViTConfig:
-    """A ViTConfig from fields (with an optional "preset", default vit-digits); image size,
-    channels and classes come from the data."""
-    data_fields = dict(image_size=corpus.image_size, channels=corpus.channels,
-                       n_classes=len(corpus.classes))
-    if isinstance(model, ViTConfig):
-        return model.replace(**data_fields)
-    fields = dict(model)
-    name = fields.pop("preset", "vit-digits")
-    if name not in VIT_PRESETS:
-        raise UserError(f"{where}: model.preset={name!r}: unknown preset; choose one of "
-                        f"{', '.join(VIT_PRESETS)}")
-    for key in data_fields:
-        if key in fields:
-            raise UserError(f"{where}: model.{key}: set by the data")
-    base = {**VIT_PRESETS[name], **fields, **data_fields}
-    if corpus.image_size % base.get("patch_size", 16):  # a preset's patch may not fit other data
-        raise UserError(f"{where}: model.patch_size={base.get('patch_size', 16)} does not divide "
-                        f"the image size {corpus.image_size}")
-    try:
-        return ViTConfig.from_dict(base)
-    except ConfigError as e:
-        raise UserError(f"{where}: model: {e}") from None
+# -- train ---------------------------------------------------------------------------------------
 
-
-def train_vit(model: ViTConfig | dict[str, Any], train: TrainConfig, data: VisionDataConfig,
-              out: str | Path, resume: bool = False, say: Callable[[str], None] = print,
-              where: str = "config"):
-    """Train a ViT into the folder `out`. Returns (TrainResult, test accuracy). `where` names
-    the settings' source in error messages."""
-    from aiayn.training.trainer import Trainer, seed_everything
-    from aiayn.training.translation import check_out_folder
-
-    out = Path(out)
+def train_vit(exp: Experiment, resume: bool = False, out: str | Path | None = None,
+              say: Callable[[str], None] = print) -> tuple[TrainResult, float]:
+    """Train a ViT into the folder `out` (or the experiment's). Returns (TrainResult, test
+    accuracy)."""
+    out = require_out(exp, out)
     check_out_folder(out, resume)
+    data, train = exp.data, exp.train
     corpus = load_image_corpus(data)
     (x_train, y_train), (x_valid, y_valid) = corpus.splits["train"], corpus.splits["valid"]
     if len(y_train) == 0:
         raise UserError(f"{data.images or data.corpus}: no training images")
-    cfg = build_vit_config(model, corpus, where)
+    cfg = exp.model_config(image_size=corpus.image_size, channels=corpus.channels,
+                           n_classes=len(corpus.classes))
     experiment = {"model": cfg.to_dict(), "data": data.to_dict()}
     if resume:
-        check_resume_experiment(out, experiment)
+        check_resume(out, experiment)
     say(f"data: {len(y_train)} training, {len(y_valid)} validation, "
         f"{len(corpus.splits['test'][1])} test images of {corpus.channels}x{corpus.image_size}x"
         f"{corpus.image_size}, {len(corpus.classes)} classes")
@@ -215,26 +213,11 @@ def train_vit(model: ViTConfig | dict[str, Any], train: TrainConfig, data: Visio
     meta = {"task": "image-classification", "classes": corpus.classes, "image_mode": corpus.mode,
             "experiment": experiment}
     trainer = Trainer(vit, train, image_batches(x_train, y_train, data, train.seed),
-                      lambda m, b: classification_loss(m, b, train.label_smoothing), out,
+                      lambda m, b: image_classification_loss(m, b, train.label_smoothing), out,
                       family=FAMILY, meta=meta, evaluate=evaluate)
     result = trainer.fit(resume=resume)
     return result, accuracy(vit, *corpus.splits["test"])
 
 
-def check_resume_experiment(out: Path, now: dict[str, Any]) -> None:
-    """A resumed run must have the model and data settings of the run in `out`."""
-    from aiayn.folder import read_meta
-
-    before = read_meta(out).get("experiment", {})
-    for section in ("model", "data"):
-        old, new = before.get(section, {}), now[section]
-        for key in sorted(set(old) | set(new)):
-            if old.get(key) != new.get(key):
-                raise UserError(f"--resume: {section}.{key}={new.get(key)!r} differs from the run "
-                                f"in {out} ({old.get(key)!r}); only train.* may change")
-
-
-__all__ = ["FAMILY", "ImageClassifier", "VIT_TRAIN_DEFAULTS", "VisionDataConfig", "accuracy",
-           "build_vit_config", "check_resume_experiment", "classification_loss", "image_batches",
-           "train_vit"]
-
+__all__ = ["FAMILY", "ImageClassifier", "TASK", "VIT_TRAIN_DEFAULTS", "VisionDataConfig",
+           "accuracy", "image_classification_loss", "experiment", "image_batches", "train_vit"]

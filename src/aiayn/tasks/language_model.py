@@ -1,4 +1,4 @@
-"""Language models in one object: train, load, generate (streaming), and score text.
+"""Language modelling: a decoder-only (GPT-style) Transformer trained on text.
 
     from aiayn import load
     lm = load("stdlib-lm")                     # a LanguageModel
@@ -8,6 +8,9 @@
 A document is tokenized as <s> text </s> (aiayn.data.special); documents are concatenated into one
 token stream and cut into blocks of ``block_len + 1`` tokens, each block giving ``block_len``
 next-token predictions. A prompt is <s> + its tokens; generation stops at </s>.
+
+The same skeleton as every module of aiayn.tasks: data config and defaults, reading the data,
+batches, loss, evaluation, the user-facing object (LanguageModel), training.
 """
 
 from __future__ import annotations
@@ -23,18 +26,23 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from aiayn.config import DECODER_LM_PRESETS, Config, DecoderLMConfig, TrainConfig, _fail
+from aiayn.config import Config, DecoderLMConfig, _fail
 from aiayn.data.special import BOS, EOS, PAD, UNK
 from aiayn.data.stdlib_corpus import Document, load_text_corpus
 from aiayn.data.tokenizer import Tokenizer
-from aiayn.errors import ConfigError, UserError
-from aiayn.folder import load_model, read_meta, save_model
+from aiayn.errors import UserError
+from aiayn.families import LANGUAGE_MODEL as FAMILY
+from aiayn.folder import load_model, save_model
 from aiayn.generation.lm import stream as stream_tokens
 from aiayn.models.decoder_lm import DecoderLM
+from aiayn.training.checkpoint import check_out_folder, check_resume
+from aiayn.training.experiment import Experiment, Task, load_experiment, require_out
 from aiayn.training.losses import label_smoothed_nll
 from aiayn.training.stream import BatchStream
+from aiayn.training.trainer import Trainer, TrainResult, seed_everything
 
-FAMILY = "decoder_lm"
+# -- data config and defaults --------------------------------------------------------------------
+
 LM_TOKENIZERS = ("byte_bpe", "char")
 # TrainConfig defaults for language models (`aiayn lm train`), under the config file's train
 # section. Not the paper's translation recipe (§5.3-§5.4) but the common GPT one (nanoGPT): no
@@ -72,7 +80,20 @@ class LMDataConfig(Config):
             _fail("eval_tokens", self.eval_tokens, "must be non-negative")
 
 
-# -- documents and token streams -------------------------------------------------------------
+TASK = Task("language_model", "aiayn lm train", DecoderLMConfig, LMDataConfig,
+            train_defaults=LM_TRAIN_DEFAULTS,
+            set_by_data={"vocab_size": "set by the tokenizer (use data.vocab_size)",
+                         "pad_id": "set by the tokenizer (use data.vocab_size)"},
+            placeholders={"vocab_size": 1000, "pad_id": PAD})
+
+
+def experiment(config: str | Path | dict[str, Any] | None = None, overrides: Sequence[str] = (),
+               **options: Any) -> Experiment:
+    """The run `aiayn lm train CONFIG OVERRIDES...` would train (options: out=, data=)."""
+    return load_experiment(config, overrides, task=TASK, **options)
+
+
+# -- data: documents and token streams -----------------------------------------------------------
 
 def read_documents(paths: Sequence[str | Path]) -> list[Document]:
     """Each file is one document (name, UTF-8 text)."""
@@ -108,6 +129,8 @@ def doc_tokens(tokenizer: Tokenizer, docs: Sequence[Document]) -> list[Tensor]:
     return [torch.tensor([BOS, *d, EOS], dtype=torch.long) for d in ids]
 
 
+# -- batches -------------------------------------------------------------------------------------
+
 def block_batches(tokens: Tensor, block_len: int, batch_size: int, seed: int) -> BatchStream:
     """A resumable stream of (B, block_len + 1) blocks of the token stream, reshuffled each epoch.
 
@@ -134,6 +157,8 @@ def block_batches(tokens: Tensor, block_len: int, batch_size: int, seed: int) ->
     return BatchStream(plan, collate)
 
 
+# -- loss ----------------------------------------------------------------------------------------
+
 def lm_loss(model, batch: Tensor, label_smoothing: float = 0.0) -> tuple[Tensor, int, dict]:
     """The Trainer's loss_fn: summed next-token cross-entropy of blocks (B, L + 1)."""
     inputs, targets = batch[:, :-1], batch[:, 1:]
@@ -145,6 +170,8 @@ def lm_loss(model, batch: Tensor, label_smoothing: float = 0.0) -> tuple[Tensor,
                            reduction="sum")
     return loss, targets.numel(), {}
 
+
+# -- evaluate ------------------------------------------------------------------------------------
 
 @torch.no_grad()
 def score_tokens(model, tokens: Tensor, block_len: int, batch_size: int = 8) -> tuple[float, int]:
@@ -198,7 +225,7 @@ class LanguageModel:
 
     @classmethod
     def load(cls, folder: str | Path, device: str | torch.device = "cpu") -> LanguageModel:
-        model, meta = load_model(folder, device, expect=FAMILY, what="a language model")
+        model, meta = load_model(folder, device, expect=FAMILY)
         tokenizer = Tokenizer.load(folder)
         if tokenizer.vocab_size > model.config.vocab_size:
             raise UserError(f"{folder}: tokenizer has {tokenizer.vocab_size} tokens but the model "
@@ -253,7 +280,7 @@ class LanguageModel:
         return score_documents(self.model, self.tokenizer, docs, block_len, batch_size=batch_size)
 
 
-# -- training ---------------------------------------------------------------------------------
+# -- train ---------------------------------------------------------------------------------------
 
 def load_splits(data: LMDataConfig, texts: Sequence[str | Path] = (),
                 valid_texts: Sequence[str | Path] = ()) -> dict[str, list[Document]]:
@@ -270,58 +297,26 @@ def load_splits(data: LMDataConfig, texts: Sequence[str | Path] = (),
     return load_text_corpus(data.corpus, max_bytes=data.max_bytes)  # train / valid / test
 
 
-def build_lm_config(model: DecoderLMConfig | dict[str, Any], vocab_size: int,
-                    where: str = "config") -> DecoderLMConfig:
-    """A DecoderLMConfig from a config or a dict of fields (with an optional "preset"), with the
-    tokenizer's vocabulary size and padding id."""
-    if isinstance(model, DecoderLMConfig):
-        return model.replace(vocab_size=vocab_size, pad_id=PAD)
-    fields = dict(model)
-    name = fields.pop("preset", None)
-    if name is not None and name not in DECODER_LM_PRESETS:
-        raise UserError(f"{where}: model.preset={name!r}: unknown preset; choose one of "
-                        f"{', '.join(DECODER_LM_PRESETS)}")
-    for key in ("vocab_size", "pad_id"):
-        if key in fields:
-            raise UserError(f"{where}: model.{key}: set by the tokenizer (use data.vocab_size)")
-    try:
-        return DecoderLMConfig.from_dict({**DECODER_LM_PRESETS.get(name, {}), **fields,
-                                          "vocab_size": vocab_size, "pad_id": PAD})
-    except ConfigError as e:
-        raise UserError(f"{where}: model: {e}") from None
-
-
-def _check_resume(out: Path, now: dict[str, Any]) -> None:
-    before = read_meta(out).get("experiment", {})
-    for section in ("model", "data", "texts"):
-        if before.get(section) != now[section]:
-            raise UserError(f"--resume: the {section} settings differ from the run in {out}; "
-                            "only the train settings may change")
-
-
-def train_lm(model: DecoderLMConfig | dict[str, Any], train: TrainConfig, data: LMDataConfig,
-             out: str | Path, texts: Sequence[str | Path] = (),
+def train_lm(exp: Experiment, texts: Sequence[str | Path] = (),
              valid_texts: Sequence[str | Path] = (), resume: bool = False,
-             say: Callable[[str], None] = print):
-    """Train a language model into the folder `out` (tokenizer, config, weights, train state,
-    metrics). A resumed run must use the same model and data settings; train settings (e.g. a
-    larger max_steps) may change. Returns the Trainer's TrainResult."""
-    from aiayn.training.trainer import Trainer, seed_everything
-    from aiayn.training.translation import check_out_folder
-
-    out = Path(out)
+             out: str | Path | None = None, say: Callable[[str], None] = print) -> TrainResult:
+    """Train a language model into the folder `out` (or the experiment's): tokenizer, config,
+    weights, train state, metrics. A resumed run must use the same model and data settings;
+    train settings (e.g. a larger max_steps) may change. Returns the Trainer's TrainResult."""
+    out = require_out(exp, out)
     check_out_folder(out, resume)
+    data, train = exp.data, exp.train
     t0 = time.monotonic()
     splits = load_splits(data, texts, valid_texts)
     if resume:
         tokenizer = Tokenizer.load(out)
     else:
         tokenizer = Tokenizer.train([t for _, t in splits["train"]], data.vocab_size, data.tokenizer)
-    model_cfg = build_lm_config(model, tokenizer.vocab_size)
+    model_cfg = exp.model_config(vocab_size=tokenizer.vocab_size, pad_id=PAD)
     experiment = {"model": model_cfg.to_dict(), "data": data.to_dict(),
                   "texts": [str(p) for p in texts], "valid_texts": [str(p) for p in valid_texts]}
     if resume:
-        _check_resume(out, experiment)
+        check_resume(out, {k: experiment[k] for k in ("model", "data", "texts")})
     block_len = data.block_len or model_cfg.max_len
     if model_cfg.positions == "learned" and block_len > model_cfg.max_len:
         raise UserError(f"data.block_len={block_len} exceeds model.max_len={model_cfg.max_len}")
@@ -341,16 +336,13 @@ def train_lm(model: DecoderLMConfig | dict[str, Any], train: TrainConfig, data: 
         r = score_documents(m, tokenizer, splits["valid"], block_len, data.eval_tokens)
         return {"valid_loss": r["loss"], "valid_ppl": r["perplexity"], "valid_bpb": r["bits_per_byte"]}
 
-    def loss_fn(m, batch):
-        return lm_loss(m, batch, train.label_smoothing)
-
     if not resume:
         tokenizer.save(out)
-    trainer = Trainer(lm, train, batches, loss_fn, out, family=FAMILY,
-                      meta={"task": "language-modeling", "experiment": experiment},
+    trainer = Trainer(lm, train, batches, lambda m, b: lm_loss(m, b, train.label_smoothing), out,
+                      family=FAMILY, meta={"task": "language-modeling", "experiment": experiment},
                       evaluate=evaluate)
     return trainer.fit(resume=resume)
 
 
-__all__ = ["LMDataConfig", "LanguageModel", "block_batches", "build_lm_config", "lm_loss",
+__all__ = ["LMDataConfig", "LanguageModel", "TASK", "block_batches", "experiment", "lm_loss",
            "score_documents", "score_tokens", "train_lm"]

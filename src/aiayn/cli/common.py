@@ -1,0 +1,96 @@
+"""Pieces every command module of the CLI uses: flag types, stdin, and training reports."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable
+
+from aiayn.errors import UserError
+
+
+def positive_int(text: str) -> int:
+    """argparse type: an integer >= 1 (`--beam 0` is refused with the flag's name)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value}: must be a positive integer")
+    return value
+
+
+def read_stdin_lines() -> list[str]:
+    """The lines of standard input (UTF-8, a BOM and CRLF endings allowed)."""
+    data = sys.stdin.buffer.read()
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        line = data[:e.start].count(b"\n") + 1
+        raise UserError(f"<stdin>:{line}: invalid UTF-8 (byte 0x{data[e.start]:02x})") from None
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    return [line.removesuffix("\r") for line in lines]
+
+
+def say(message: str) -> None:
+    print(message, flush=True)
+
+
+Options = Callable[[argparse.ArgumentParser], None]
+
+
+def _run_options(p: argparse.ArgumentParser, options: Options | None) -> None:
+    p.add_argument("--out", help="model folder to write (default: the config's out)")
+    p.add_argument("--resume", action="store_true", help="continue the run saved in the folder")
+    if options is not None:
+        options(p)
+
+
+def training_command(p: argparse.ArgumentParser, options: Options | None = None) -> None:
+    """`CONFIG [KEY=VALUE ...] [--out DIR] [--resume] [task options]` of every `... train`
+    command. CONFIG is a file, a built-in config name (`aiayn configs`) or a model preset name;
+    `options(parser)` adds the task's own flags (e.g. --text)."""
+    p.add_argument("config", nargs="?", metavar="CONFIG",
+                   help="config file, built-in config name (see `aiayn configs`) or preset name")
+    # REMAINDER: options may follow the overrides (`train CONFIG key=value --resume`).
+    p.add_argument("overrides", nargs=argparse.REMAINDER, metavar="KEY=VALUE",
+                   help="dotted overrides, e.g. train.max_steps=100")
+    _run_options(p, options)
+    p.set_defaults(run_options=options)
+
+
+def split_overrides(args: argparse.Namespace) -> list[str]:
+    """The KEY=VALUE overrides of a `... train` command; options written among them are parsed
+    into `args` with the command's own definitions."""
+    items = list(args.overrides)
+    if args.config is not None and "=" in args.config:  # no CONFIG: the first item is an override
+        items, args.config = [args.config, *items], None
+    extra = argparse.ArgumentParser(prog="aiayn train", add_help=False)
+    _run_options(extra, args.run_options)
+    found, rest = extra.parse_known_args(items)
+    for key, value in vars(found).items():
+        if value != extra.get_default(key):  # given among the overrides
+            setattr(args, key, value)
+    for item in rest:
+        if item.startswith("-") or "=" not in item:
+            raise UserError(f"{item!r}: expected KEY=VALUE (e.g. train.max_steps=100) or an option "
+                            "of this command (see --help)")
+    return rest
+
+
+def report_training(result, out, details: str = "") -> int:
+    """The last line of every training command (steps, time, why it stopped, then `details`,
+    e.g. the validation scores); the exit code: 130 when interrupted (saved, resumable)."""
+    if result.interrupted:
+        print(f"aiayn: interrupted at step {result.step}; saved to {out} "
+              f"(continue with --resume)", file=sys.stderr)
+        return 130
+    print(f"trained {result.step} steps in {result.seconds:.0f} s (stopped by "
+          f"{result.stopped_by}){details}; model saved in {out}")
+    return 0
+
+
+def percent(name: str, value: float | None) -> str:
+    return "" if value is None else f", {name} {100 * value:.2f}%"

@@ -1,0 +1,417 @@
+"""Text classification with an encoder-only (BERT-style) Transformer: masked-LM pretraining,
+then fine-tuning with a classification head; the TextEncoder also embeds sentences.
+
+    aiayn classify train [CONFIG] [key=value ...] (--corpus gettext-origin | --train F.tsv ...)
+    from aiayn import load
+    enc = load("minilm")                         # a TextEncoder
+    enc.embed(["A cat sits.", "A dog sits."])    # (2, 384), mean-pooled, L2-normalised
+    clf = load("origin-classifier")
+    clf.classify(["Permission denied"])          # [("coreutils", 0.71)]
+
+Two stages, each a resumable run of the one Trainer:
+  1. (data.mlm_steps > 0) BERT's masked-LM pretraining on the training texts (aiayn.data.mlm:
+     15% of tokens, 80% [MASK] / 10% random / 10% kept) into OUT/pretrain, a model folder of
+     its own;
+  2. fine-tuning with a classification head (cross-entropy on the pooled [CLS] vector) into OUT,
+     starting from the pretrained encoder (or from `model.init`, e.g. an imported MiniLM).
+
+A text becomes [CLS] tokens [SEP] (truncated to the model's max_len); the special ids live in
+the folder's config.json ("special_ids"), because an imported BERT's WordPiece vocabulary has
+its own ([PAD]=0, [UNK]=100, [CLS]=101, [SEP]=102, [MASK]=103), unlike aiayn's tokenizers.
+A model trained here uses aiayn's tokenizer: <s> as [CLS], </s> as [SEP], and one id past the
+tokenizer's vocabulary as [MASK] (a symbol only the masked-LM objective ever writes).
+
+The same skeleton as every module of aiayn.tasks: data config and defaults, reading the data,
+batches, loss, evaluation, the user-facing object (TextEncoder), training.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from aiayn.config import Config, EncoderConfig, TrainConfig, _fail
+from aiayn.data.batching import pad_ids
+from aiayn.data.mlm import IGNORE_INDEX, mask_tokens
+from aiayn.data.special import BOS, EOS, PAD, UNK
+from aiayn.data.tokenizer import Tokenizer
+from aiayn.errors import UserError
+from aiayn.families import ENCODER as FAMILY
+from aiayn.folder import load_model, save_model
+from aiayn.models.encoder import EncoderModel
+from aiayn.training.checkpoint import (
+    TRAIN_STATE_FILE,
+    check_out_folder,
+    check_resume,
+    load_train_state,
+)
+from aiayn.training.experiment import (
+    Experiment,
+    Task,
+    build_model_config,
+    load_experiment,
+    require_out,
+)
+from aiayn.training.losses import classification_loss
+from aiayn.training.stream import BatchStream
+from aiayn.training.trainer import Trainer, TrainResult, seed_everything
+
+# -- data config and defaults --------------------------------------------------------------------
+
+Example = tuple[str, str]  # (text, label)
+PRETRAIN_DIR = "pretrain"
+# TrainConfig defaults for `aiayn classify train`: AdamW, warmup + linear-ish cosine decay (the
+# BERT fine-tuning recipe), not the paper's §5.3 schedule. From `model.init` the peak lr is 5e-5.
+CLASSIFY_TRAIN_DEFAULTS: dict[str, Any] = dict(
+    lr_schedule="cosine", lr=5e-4, warmup_steps=200, max_steps=3000, adam_beta2=0.999,
+    adam_eps=1e-6, weight_decay=0.01, label_smoothing=0.0, clip_norm=1.0, eval_every=500,
+    save_every=1000, log_every=100)
+
+
+@dataclass
+class ClassifyDataConfig(Config):
+    """The labelled texts, their tokenizer, batching, and the masked-LM pretraining stage."""
+
+    corpus: str | None = None  # "gettext-origin"
+    n_labels: int = 8  # gettext-origin: how many programs (the largest catalogs)
+    train: str | None = None  # text<TAB>label files
+    valid: str | None = None
+    vocab_size: int = 8000  # of the tokenizer trained on the training texts (not with model.init)
+    batch_size: int = 32
+    mlm_steps: int = 0  # masked-LM pretraining updates before fine-tuning (0 = none)
+    mlm_rate: float = 0.15  # BERT: 15% of tokens predicted
+
+    def __post_init__(self) -> None:
+        self._check_types()
+        if (self.corpus is None) == (self.train is None):
+            _fail("corpus", self.corpus,
+                  "give exactly one of corpus (gettext-origin) or train (a TSV file)")
+        if self.corpus is not None and self.corpus != "gettext-origin":
+            _fail("corpus", self.corpus,
+                  "unknown text-classification corpus; the built-in one is gettext-origin")
+        for name in ("n_labels", "vocab_size", "batch_size"):
+            if getattr(self, name) <= 0:
+                _fail(name, getattr(self, name), "must be a positive integer")
+        if self.mlm_steps < 0:
+            _fail("mlm_steps", self.mlm_steps, "must be a non-negative integer")
+        if not 0.0 < self.mlm_rate < 1.0:
+            _fail("mlm_rate", self.mlm_rate, "must be in (0, 1)")
+
+
+TASK = Task("text_classification", "aiayn classify train", EncoderConfig, ClassifyDataConfig,
+            # Fine-tuning a pretrained encoder (model.init) wants BERT's lower peak lr (2e-5..5e-5).
+            train_defaults=lambda model: {**CLASSIFY_TRAIN_DEFAULTS,
+                                          **({"lr": 5e-5} if "init" in model else {})},
+            default_preset="bert-small-cpu", model_keys=("init",),
+            set_by_data={k: "set by the data" for k in ("vocab_size", "pad_id", "n_labels")},
+            placeholders={"vocab_size": 1000, "pad_id": PAD})
+
+
+def experiment(config: str | Path | dict[str, Any] | None = None, overrides: Sequence[str] = (),
+               **options: Any) -> Experiment:
+    """The run `aiayn classify train CONFIG OVERRIDES...` would train (options: out=, data=)."""
+    return load_experiment(config, overrides, task=TASK, **options)
+
+
+# -- data ----------------------------------------------------------------------------------------
+
+def load_examples(data: ClassifyDataConfig) -> dict[str, list[Example]]:
+    """{"train", "valid" [, "test"]} -> (text, label) examples."""
+    from aiayn.data.parallel import read_tsv
+
+    if data.corpus == "gettext-origin":
+        from aiayn.data.gettext_origin import gettext_origin
+        return gettext_origin(n_labels=data.n_labels)
+    splits = {"train": read_tsv(data.train)}
+    splits["valid"] = read_tsv(data.valid) if data.valid else []
+    return splits
+
+
+def _label_names(splits: dict[str, list[Example]], data: ClassifyDataConfig) -> list[str]:
+    labels = sorted({y for _, y in splits["train"]})
+    unseen = sorted({y for s in ("valid", "test") for _, y in splits.get(s, [])} - set(labels))
+    if unseen:
+        raise UserError(f"{data.valid or data.corpus}: label {unseen[0]!r} never occurs in the "
+                        "training data")
+    if len(labels) < 2:
+        raise UserError(f"{data.train or data.corpus}: needs at least 2 labels, "
+                        f"found {len(labels)}")
+    return labels
+
+
+# -- batches -------------------------------------------------------------------------------------
+
+Corrupt = Callable[[Tensor, torch.Generator], tuple[Tensor, Tensor]]
+
+
+def text_batches(ids: list[list[int]], labels: Tensor | None, batch_size: int, seed: int,
+                 pad_id: int, corrupt: Corrupt | None = None) -> BatchStream:
+    """Shuffled, padded batches epoch after epoch -> (ids (B, T), labels): the class labels, or
+    with `corrupt` (masked LM) the corrupted ids and their per-token labels. Shuffle and masking
+    are seeded by (seed, epoch, batch), so a resumed run sees exactly the same batches."""
+    def plan(epoch: int) -> list[tuple[int, int, Tensor]]:
+        order = torch.randperm(len(ids), generator=torch.Generator().manual_seed(seed + epoch))
+        return [(epoch, i, idx) for i, idx in enumerate(order.split(batch_size))]
+
+    def collate(item: tuple[int, int, Tensor]) -> tuple[Tensor, Tensor]:
+        epoch, i, idx = item
+        x = pad_ids([ids[j] for j in idx.tolist()], pad_id)
+        if corrupt is not None:
+            g = torch.Generator().manual_seed((seed * 1_000_003 + epoch) * 1_000_003 + i)
+            return corrupt(x, g)
+        return x, labels[idx]
+
+    return BatchStream(plan, collate)
+
+
+# -- loss ----------------------------------------------------------------------------------------
+
+def _device(model) -> torch.device:
+    return next(model.parameters()).device
+
+
+def text_classification_loss(model, batch: tuple[Tensor, Tensor], label_smoothing: float = 0.0):
+    """(loss summed over the batch, examples, {"accuracy": correct count}) for the Trainer."""
+    ids, labels = (t.to(_device(model)) for t in batch)
+    return classification_loss(model.classify(ids), labels, label_smoothing)
+
+
+def masked_lm_loss(model, batch: tuple[Tensor, Tensor]):
+    """Summed cross-entropy over the chosen positions only. The vocabulary projection is applied
+    to those positions alone (~15% of them): the same loss as ``mlm_loss`` on all logits."""
+    inputs, labels = (t.to(_device(model)) for t in batch)
+    chosen = labels != IGNORE_INDEX
+    logits = model.mlm(model(inputs)[chosen])  # (n, V)
+    loss = F.cross_entropy(logits.float(), labels[chosen], reduction="sum")
+    n = int(chosen.sum())
+    return loss, n, {"accuracy": (logits.argmax(-1) == labels[chosen]).sum().item()}
+
+
+# -- the user-facing object ----------------------------------------------------------------------
+
+class TextEncoder:
+    """An EncoderModel with its tokenizer, special ids and (for a classifier) label names."""
+
+    def __init__(self, model: EncoderModel, tokenizer: Tokenizer, special_ids: dict[str, int],
+                 labels: Sequence[str] = (), device: str | torch.device = "cpu",
+                 meta: dict[str, Any] | None = None, max_len: int | None = None):
+        missing = [k for k in ("pad", "cls", "sep") if k not in special_ids]
+        if missing:
+            raise UserError(f"special_ids lacks {missing[0]!r} (have {sorted(special_ids)})")
+        self.model = model.to(device).eval()
+        self.tokenizer, self.special, self.labels = tokenizer, dict(special_ids), list(labels)
+        self.device = torch.device(device)
+        # What config.json says besides the family and the model fields (those come from `model`).
+        self.meta = {k: v for k, v in (meta or {}).items() if k not in ("family", "model")}
+        self.max_len = min(max_len or model.config.max_len, model.config.max_len)
+
+    @classmethod
+    def load(cls, folder: str | Path, device: str | torch.device = "cpu") -> TextEncoder:
+        model, meta = load_model(folder, device, expect=FAMILY)
+        if "special_ids" not in meta:
+            raise UserError(f"{Path(folder) / 'config.json'}: missing key 'special_ids'")
+        tokenizer = Tokenizer.load(folder, check_specials=False)
+        return cls(model, tokenizer, meta["special_ids"], meta.get("labels", []), device, meta,
+                   meta.get("max_seq_length"))
+
+    def save(self, folder: str | Path) -> Path:
+        save_model(folder, FAMILY, self.model, {**self.meta, "special_ids": self.special,
+                                                 "labels": self.labels})
+        self.tokenizer.save(folder)
+        return Path(folder)
+
+    # -- text -> ids ---------------------------------------------------------------------------
+
+    def token_ids(self, text: str) -> list[int]:
+        """[CLS] + tokens + [SEP], truncated to max_len (the [SEP] kept)."""
+        body = self.tokenizer.encode(text)[: self.max_len - 2]
+        return [self.special["cls"], *body, self.special["sep"]]
+
+    def batch(self, texts: Sequence[str]) -> Tensor:
+        return pad_ids([self.token_ids(t) for t in texts], self.special["pad"]).to(self.device)
+
+    # -- uses ------------------------------------------------------------------------------------
+
+    @torch.no_grad()
+    def embed(self, texts: str | Sequence[str], normalize: bool = True, batch_size: int = 64) -> Tensor:
+        """Sentence embeddings (B, D): the mean of the last hidden states over real tokens
+        ([CLS] and [SEP] included, as sentence-transformers does), L2-normalised."""
+        texts = [texts] if isinstance(texts, str) else list(texts)
+        self.model.eval()
+        out = [self.model.sentence_embedding(self.batch(texts[i:i + batch_size]), normalize=normalize)
+               for i in range(0, len(texts), batch_size)]
+        return torch.cat(out).float().cpu() if out else torch.zeros(0, self.model.config.d_model)
+
+    @torch.no_grad()
+    def predict_proba(self, texts: Sequence[str], batch_size: int = 64) -> Tensor:
+        """Class probabilities (B, n_labels)."""
+        if self.model.classifier is None:
+            raise UserError("this model has no classification head "
+                            "(train one with `aiayn classify train`)")
+        self.model.eval()
+        out = [self.model.classify(self.batch(texts[i:i + batch_size])).float().softmax(-1).cpu()
+               for i in range(0, len(texts), batch_size)]
+        return torch.cat(out) if out else torch.zeros(0, len(self.labels))
+
+    def classify(self, texts: str | Sequence[str]) -> list[tuple[str, float]]:
+        """(label, probability) of the most likely class of each text."""
+        texts = [texts] if isinstance(texts, str) else list(texts)
+        probs = self.predict_proba(texts)
+        if not texts:
+            return []
+        return [(self.labels[int(i)], float(p)) for p, i in zip(*probs.max(-1), strict=True)]
+
+    def evaluate(self, examples: Sequence[tuple[str, str]]) -> float:
+        """Accuracy on (text, label) examples."""
+        if not examples:
+            raise UserError("no examples to evaluate")
+        predicted = self.classify([t for t, _ in examples])
+        return sum(p == y for (p, _), (_, y) in zip(predicted, examples, strict=True)) / len(examples)
+
+
+def import_hf_bert(folder: str | Path, out: str | Path) -> TextEncoder:
+    """Convert a BERT-architecture folder (config.json + model.safetensors + tokenizer.json,
+    e.g. all-MiniLM-L6-v2) into an aiayn model folder; returns the TextEncoder."""
+    from aiayn.convert.hf_bert import (
+        load_hf_folder,
+        load_hf_tokenizer,
+        sentence_transformers_max_len,
+    )
+
+    folder, out = Path(folder), Path(out)
+    model, _ = load_hf_folder(folder)
+    hf_tok, special = load_hf_tokenizer(folder, model.config.pad_id)
+    meta = {"task": "text-encoder", "source": str(folder.resolve()), "special_ids": special,
+            "labels": [], "embedding": {"pooling": "mean", "normalize": True}}
+    max_seq = sentence_transformers_max_len(folder)
+    if max_seq is not None:
+        meta["max_seq_length"] = max_seq
+    encoder = TextEncoder(model, Tokenizer(hf_tok, check_specials=False), special, [], "cpu", meta,
+                          max_seq)
+    encoder.save(out)
+    return encoder
+
+
+# -- train ---------------------------------------------------------------------------------------
+
+def _new_encoder(exp: Experiment, texts: Sequence[str]) -> TextEncoder:
+    """A fresh EncoderModel + a tokenizer trained on `texts`, or the model.init folder's."""
+    fields = dict(exp.model)
+    init = fields.pop("init", None)
+    if init is not None:
+        if fields:
+            raise UserError(f"{exp.source}: model.init={init!r} takes the model as it is; "
+                            f"drop model.{next(iter(fields))}")
+        return TextEncoder.load(init)
+    tokenizer = Tokenizer.train(texts, exp.data.vocab_size)
+    mask_id = tokenizer.vocab_size  # one id past the tokenizer: only the masked LM writes it
+    cfg = build_model_config(TASK, fields, {"vocab_size": mask_id + 1, "pad_id": PAD,
+                                            "n_labels": 0, "mlm_head": True}, exp.source)
+    special = {"pad": PAD, "cls": BOS, "sep": EOS, "unk": UNK, "mask": mask_id}
+    return TextEncoder(EncoderModel(cfg), tokenizer, special, meta={"task": "text-encoder"})
+
+
+def _with_classifier(enc: TextEncoder, labels: list[str]) -> TextEncoder:
+    """The same encoder weights under a config with an n_labels-way classification head."""
+    cfg = enc.model.config.replace(n_labels=len(labels))
+    model = EncoderModel(cfg)
+    state = {k: v for k, v in enc.model.state_dict().items() if not k.startswith("classifier.")}
+    model.load_state_dict(state, strict=False)
+    return TextEncoder(model, enc.tokenizer, enc.special, labels, meta=enc.meta,
+                       max_len=enc.max_len)
+
+
+def _pretrain(enc: TextEncoder, ids: list[list[int]], train: TrainConfig, data: ClassifyDataConfig,
+              out: Path, meta: dict[str, Any], say: Callable[[str], None]) -> TextEncoder:
+    """Stage 1: masked-LM pretraining into out/pretrain (resumed, or skipped when complete)."""
+    folder = out / PRETRAIN_DIR
+    resume = (folder / TRAIN_STATE_FILE).is_file()
+    if resume and load_train_state(folder)["step"] >= data.mlm_steps:
+        say(f"masked-LM pretraining: complete in {folder}")
+        return TextEncoder.load(folder)
+    if not resume:
+        enc.save(folder)
+    special = [enc.special[k] for k in ("pad", "cls", "sep", "unk") if k in enc.special]
+    vocab = enc.model.config.vocab_size
+    stream = text_batches(ids, None, data.batch_size, train.seed, enc.special["pad"],
+                          corrupt=lambda x, g: mask_tokens(x, enc.special["mask"], vocab, special, g,
+                                                           rate=data.mlm_rate))
+    cfg = train.replace(max_steps=data.mlm_steps, eval_every=0, max_minutes=None)
+    say(f"masked-LM pretraining: {data.mlm_steps} steps into {folder}")
+    meta = {**meta, "task": "masked-lm", "special_ids": enc.special, "labels": []}
+    Trainer(enc.model, cfg, stream, masked_lm_loss, folder, family=FAMILY, meta=meta).fit(resume=resume)
+    return TextEncoder.load(folder)
+
+
+def _prepare(exp: Experiment, out: Path, resume: bool, splits: dict[str, list[Example]],
+             experiment: dict[str, Any], say: Callable[[str], None]) -> tuple[TextEncoder, bool]:
+    """The encoder to fine-tune (pretrained first when asked); True if fine-tuning resumes."""
+    data = exp.data
+    if not resume:
+        check_out_folder(out, False)
+    if resume and (out / TRAIN_STATE_FILE).is_file():
+        check_resume(out, experiment)
+        return TextEncoder.load(out), True
+    if resume:  # the pretraining stage was interrupted: same tokenizer, weights from its state
+        if not (out / PRETRAIN_DIR / TRAIN_STATE_FILE).is_file():
+            raise UserError(f"{out / TRAIN_STATE_FILE}: not found: nothing to resume")
+        check_resume(out / PRETRAIN_DIR, experiment)
+        enc = TextEncoder.load(out / PRETRAIN_DIR)
+    else:
+        enc = _new_encoder(exp, [t for t, _ in splits["train"]])
+    if data.mlm_steps:
+        if enc.model.mlm is None or "mask" not in enc.special:
+            raise UserError(f"{exp.source}: data.mlm_steps={data.mlm_steps}: the model has no "
+                            "masked-LM head (or no [MASK] token); set data.mlm_steps=0")
+        ids = [enc.token_ids(t) for t, _ in splits["train"]]
+        enc = _pretrain(enc, ids, exp.train, data, out, {**enc.meta, "experiment": experiment}, say)
+    return enc, False
+
+
+def train_classifier(exp: Experiment, resume: bool = False, out: str | Path | None = None,
+                     say: Callable[[str], None] = print) -> tuple[TrainResult, float | None]:
+    """Train (optionally MLM-pretrain, then fine-tune) a text classifier into `out` (or the
+    experiment's). Returns (TrainResult, test accuracy or None)."""
+    out = require_out(exp, out)
+    data, train = exp.data, exp.train
+    experiment = {"model": exp.model, "data": data.to_dict()}
+    splits = load_examples(data)
+    labels = _label_names(splits, data)
+    say(f"data: {len(splits['train'])} training, {len(splits['valid'])} validation examples, "
+        f"{len(labels)} labels")
+    seed_everything(train.seed)
+    enc, resuming = _prepare(exp, out, resume, splits, experiment, say)
+    if not resuming:
+        enc = _with_classifier(enc, labels)
+        enc.save(out)  # tokenizer and special ids beside the weights the Trainer writes
+    cfg = enc.model.config
+    say(f"model: {enc.model.num_parameters():,} parameters (d_model {cfg.d_model}, "
+        f"{cfg.n_layers} layers), vocabulary {cfg.vocab_size}")
+    enc.device = torch.device(train.device)  # where the Trainer puts the model (for evaluate)
+    index = {y: i for i, y in enumerate(labels)}
+    targets = torch.tensor([index[y] for _, y in splits["train"]])
+    ids = [enc.token_ids(t) for t, _ in splits["train"]]
+    stream = text_batches(ids, targets, data.batch_size, train.seed, enc.special["pad"])
+
+    def evaluate(m) -> dict[str, float]:
+        return {"valid_accuracy": enc.evaluate(splits["valid"])} if splits["valid"] else {}
+
+    meta = {**enc.meta, "task": "text-classification", "special_ids": enc.special,
+            "labels": labels, "experiment": experiment}
+    trainer = Trainer(enc.model, train, stream,
+                      lambda m, b: text_classification_loss(m, b, train.label_smoothing),
+                      out, family=FAMILY, meta=meta, evaluate=evaluate)
+    result = trainer.fit(resume=resuming)
+    test = enc.evaluate(splits["test"]) if splits.get("test") else None
+    return result, test
+
+
+__all__ = ["CLASSIFY_TRAIN_DEFAULTS", "ClassifyDataConfig", "TASK", "TextEncoder", "experiment",
+           "import_hf_bert", "load_examples", "masked_lm_loss", "text_batches",
+           "text_classification_loss", "train_classifier"]

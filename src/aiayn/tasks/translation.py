@@ -1,0 +1,325 @@
+"""Translation (§5, §6.1): the encoder-decoder Transformer trained on sentence pairs.
+
+    from aiayn.tasks import translation
+    exp = translation.experiment("demo", ["train.max_minutes=2"], out="demo-model")
+    result, folder = translation.train_translation(exp)
+    translation.Translator.load(folder).translate(["March 5, 2024"], beam=4)   # ["5. März 2024"]
+
+The same skeleton as every module of aiayn.tasks: data config and defaults, reading the data,
+batches, loss, evaluation, the user-facing object (Translator), training. The folder it writes
+holds config.json (family "transformer", plus the experiment), model.safetensors, tokenizer.json,
+train_state.pt, checkpoints/ and metrics.jsonl.
+
+Sentences are sorted by length and decoded in batches (little padding), then put back in the
+caller's order. Padding is masked out everywhere (aiayn.masks), so a sentence's translation does
+not depend on the batch it was decoded in.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import sacrebleu
+import torch
+from torch import nn
+
+from aiayn.config import Config, TransformerConfig, _fail
+from aiayn.data.batching import Batch, collate, pad_ids, token_batches
+from aiayn.data.parallel import Pair, filter_long, read_parallel
+from aiayn.data.special import BOS, EOS, PAD
+from aiayn.data.tokenizer import Tokenizer
+from aiayn.errors import ConfigError, UserError
+from aiayn.families import TRANSLATION as FAMILY
+from aiayn.folder import load_model
+from aiayn.generation.search import LENGTH_PENALTIES, beam_search, greedy_search
+from aiayn.models import Transformer
+from aiayn.training.checkpoint import check_out_folder, check_resume
+from aiayn.training.experiment import Experiment, Task, load_experiment, require_out
+from aiayn.training.losses import label_smoothed_nll, token_accuracy
+from aiayn.training.stream import BatchStream
+from aiayn.training.trainer import Trainer, TrainResult, seed_everything
+
+# -- data config and defaults --------------------------------------------------------------------
+
+
+@dataclass
+class DataConfig(Config):
+    """Where the parallel text comes from and how it is tokenised (§5.1)."""
+
+    corpus: str | None = None  # a built-in corpus: "dates-numbers" or "gettext"
+    corpus_dir: str | None = None  # a folder written by `aiayn data` ({train,valid}.{src,tgt})
+    train_src: str | None = None  # or aligned files, one sentence per line
+    train_tgt: str | None = None
+    valid_src: str | None = None
+    valid_tgt: str | None = None
+    tokenizer: str = "bpe"  # §5.1: byte-pair encoding, one vocabulary for both languages
+    vocab_size: int = 8000
+    max_train_pairs: int | None = None  # use only the first N training pairs
+    valid_pairs: int = 500  # validation pairs scored (loss and BLEU) at each evaluation
+    valid_beam: int = 1  # beam for validation BLEU (1 = greedy: fast)
+
+    def __post_init__(self) -> None:
+        self._check_types()
+        sources = [name for name in ("corpus", "corpus_dir", "train_src") if getattr(self, name)]
+        if len(sources) != 1:
+            _fail("corpus", self.corpus, "give exactly one of corpus, corpus_dir, or "
+                  "train_src + train_tgt")
+        for a, b in (("train_src", "train_tgt"), ("valid_src", "valid_tgt")):
+            if bool(getattr(self, a)) != bool(getattr(self, b)):
+                _fail(a if not getattr(self, a) else b, None, f"{a} and {b} go together")
+        for name in ("vocab_size", "valid_pairs", "valid_beam"):
+            if getattr(self, name) <= 0:
+                _fail(name, getattr(self, name), "must be a positive integer")
+        if self.max_train_pairs is not None and self.max_train_pairs <= 0:
+            _fail("max_train_pairs", self.max_train_pairs, "must be a positive integer")
+
+
+# The paper's recipe is TrainConfig's own default (§5.3-§5.4): nothing to change here.
+TASK = Task("translation", "aiayn train", TransformerConfig, DataConfig, train_defaults={},
+            set_by_data={"vocab_size": "set by the tokenizer (use data.vocab_size)",
+                         "pad_id": "set by the tokenizer (use data.vocab_size)"},
+            placeholders={"vocab_size": 1000, "pad_id": PAD})
+
+
+def experiment(config: str | Path | dict[str, Any] | None = None, overrides: Sequence[str] = (),
+               **options: Any) -> Experiment:
+    """The run `aiayn train CONFIG OVERRIDES...` would train (options: out=, data=)."""
+    return load_experiment(config, overrides, task=TASK, **options)
+
+
+# -- data ----------------------------------------------------------------------------------------
+
+def load_pairs(data: DataConfig) -> dict[str, list[Pair]]:
+    """{"train": [...], "valid": [...]} (and "test" when the source has one)."""
+    if data.corpus:
+        from aiayn.data.corpora import load_corpus
+        splits = load_corpus(data.corpus)
+    elif data.corpus_dir:
+        from aiayn.data.parallel import read_corpus_dir
+        splits = read_corpus_dir(data.corpus_dir)
+    else:
+        splits = {"train": read_parallel(data.train_src, data.train_tgt)}
+    if data.valid_src:
+        splits["valid"] = read_parallel(data.valid_src, data.valid_tgt)
+    if data.max_train_pairs:
+        splits["train"] = splits["train"][:data.max_train_pairs]
+    if not splits.get("train"):
+        raise UserError("the training corpus is empty")
+    if not splits.get("valid"):  # no validation split given: hold out the last 2% (max 500)
+        n = min(500, max(1, len(splits["train"]) // 50))
+        splits["valid"], splits["train"] = splits["train"][-n:], splits["train"][:-n]
+    return splits
+
+
+def encode_pairs(tok: Tokenizer, pairs: Sequence[Pair], max_len: int):
+    src = tok.encode_batch([s for s, _ in pairs])
+    tgt = tok.encode_batch([t for _, t in pairs])
+    keep, _ = filter_long(list(zip(src, tgt, strict=True)), max_len)
+    return [(src[i], tgt[i]) for i in keep]
+
+
+# -- batches -------------------------------------------------------------------------------------
+
+def pair_batches(ids: Sequence[tuple[list[int], list[int]]], max_tokens: int, seed: int) -> BatchStream:
+    """§5.1: batches of pairs of similar length, ~max_tokens (source + target) each, reshuffled
+    every epoch (seed + epoch)."""
+    lengths = [(len(s), len(t) + 1) for s, t in ids]
+    return BatchStream(plan=lambda epoch: token_batches(lengths, max_tokens, True, seed + epoch),
+                       collate=lambda idx: collate([ids[i] for i in idx]))
+
+
+# -- loss ----------------------------------------------------------------------------------------
+
+def translation_loss(eps: float) -> Callable[[nn.Module, Batch], tuple[torch.Tensor, int, dict]]:
+    """§5.4 label-smoothed cross-entropy, summed over non-pad target tokens."""
+
+    def loss_fn(model: nn.Module, batch: Batch):
+        logits = model(batch.src, batch.tgt_in)  # (B, T, V)
+        loss, nll, n = label_smoothed_nll(logits, batch.tgt_out, eps, PAD)
+        correct, _ = token_accuracy(logits, batch.tgt_out, PAD)
+        return loss, n, {"nll": nll, "accuracy": correct}
+
+    return loss_fn
+
+
+# -- decoding ------------------------------------------------------------------------------------
+
+def decode_ids(model, src_ids: Sequence[Sequence[int]], *, beam: int = 4, alpha: float = 0.6,
+               length_penalty: str = "gnmt", batch_size: int = 64, max_extra: int = 50,
+               device: str | torch.device = "cpu") -> list[list[int]]:
+    """Token ids in -> token ids out (no BOS/EOS), in input order. beam=1 is greedy search.
+
+    The output of each sentence is at most len(src) + max_extra tokens (§6.1: input + 50), and
+    never longer than the model's positions allow (max_len - 1, leaving room for BOS). That cap
+    is per batch (its longest source), so only a sentence within max_extra tokens of max_len can
+    get a different (shorter) limit in another batch.
+    """
+    if beam < 1:
+        raise ConfigError(f"beam={beam}: must be a positive integer")
+    if length_penalty not in LENGTH_PENALTIES:
+        raise ConfigError(f"length_penalty={length_penalty!r}: must be one of "
+                          f"{', '.join(LENGTH_PENALTIES)}")
+    if batch_size < 1:
+        raise ConfigError(f"batch_size={batch_size}: must be a positive integer")
+    max_len = model.config.max_len
+    src_ids = [list(s)[:max_len] for s in src_ids]  # longer inputs are truncated
+    order = sorted(range(len(src_ids)), key=lambda i: len(src_ids[i]))
+    results: list[list[int]] = [[] for _ in src_ids]
+    todo = [i for i in order if src_ids[i]]  # an empty sentence translates to nothing
+    model.eval()
+    for start in range(0, len(todo), batch_size):
+        rows = todo[start:start + batch_size]
+        src = pad_ids([src_ids[i] for i in rows]).to(device)
+        # Positions 0..max_len-1 hold BOS and at most max_len - 1 output tokens.
+        extra = max(0, min(max_extra, max_len - 1 - src.shape[1]))
+        common = dict(bos_id=BOS, eos_id=EOS, pad_id=PAD, max_extra=extra)
+        if beam == 1:
+            out = greedy_search(model, src, **common)
+        else:
+            out = beam_search(model, src, beam=beam, alpha=alpha, length_penalty=length_penalty,
+                              **common)
+        for i, tokens in zip(rows, out, strict=True):
+            results[i] = tokens
+    return results
+
+
+# -- evaluate ------------------------------------------------------------------------------------
+
+def score_translations(hyps: Sequence[str], refs: Sequence[str]) -> dict[str, Any]:
+    """sacreBLEU and chrF (with their signatures) and the exact-match rate, in percent."""
+    bleu = sacrebleu.metrics.BLEU()
+    chrf = sacrebleu.metrics.CHRF()
+    b = bleu.corpus_score(list(hyps), [list(refs)])
+    c = chrf.corpus_score(list(hyps), [list(refs)])
+    exact = sum(h == r for h, r in zip(hyps, refs, strict=True)) / max(len(refs), 1) * 100
+    return {"bleu": round(b.score, 2), "chrf": round(c.score, 2), "exact_match": round(exact, 2),
+            "bleu_signature": str(bleu.get_signature()), "chrf_signature": str(chrf.get_signature())}
+
+
+def make_evaluate(tok: Tokenizer, valid_ids, data: DataConfig, eps: float,
+                  max_tokens: int) -> Callable[[nn.Module], dict[str, Any]]:
+    """Validation loss (label-smoothed and plain NLL per token) and BLEU/chrF/exact match."""
+    batches = [collate([valid_ids[i] for i in b]) for b in
+               token_batches([(len(s), len(t) + 1) for s, t in valid_ids], max_tokens, False)]
+    loss_fn = translation_loss(eps)
+
+    def evaluate(model: nn.Module) -> dict[str, Any]:
+        device = next(model.parameters()).device
+        total = nll = 0.0
+        n_tok = 0
+        for batch in batches:
+            loss, n, extra = loss_fn(model, batch.to(device))
+            total, nll, n_tok = total + float(loss), nll + float(extra["nll"]), n_tok + n
+        hyp_ids = decode_ids(model, [s for s, _ in valid_ids], beam=data.valid_beam, device=device)
+        hyps = tok.decode_batch(hyp_ids)
+        refs = [tok.decode(t) for _, t in valid_ids]
+        scores = score_translations(hyps, refs)
+        return {"valid_loss": total / max(n_tok, 1), "valid_nll": nll / max(n_tok, 1),
+                "valid_bleu": scores["bleu"], "valid_chrf": scores["chrf"],
+                "valid_exact_match": scores["exact_match"]}
+
+    return evaluate
+
+
+# -- the user-facing object ----------------------------------------------------------------------
+
+class Translator:
+    """A Transformer model and its tokenizer, ready to translate text."""
+
+    def __init__(self, model, tokenizer: Tokenizer, device: str | torch.device = "cpu",
+                 meta: dict | None = None):
+        self.model = model.to(device).eval()
+        self.tokenizer = tokenizer
+        self.device = torch.device(device)
+        self.meta = dict(meta or {})
+
+    @classmethod
+    def load(cls, folder: str | Path, device: str | torch.device = "cpu") -> Translator:
+        model, meta = load_model(folder, device, expect=FAMILY)
+        tokenizer = Tokenizer.load(folder)
+        if tokenizer.vocab_size > model.config.vocab_size:
+            raise UserError(f"{folder}: tokenizer has {tokenizer.vocab_size} tokens but the model "
+                            f"only {model.config.vocab_size}")
+        return cls(model, tokenizer, device, meta)
+
+    def translate(self, sentences: str | Sequence[str], beam: int = 4, alpha: float = 0.6,
+                  length_penalty: str = "gnmt", batch_size: int = 64,
+                  max_extra: int = 50) -> list[str]:
+        """Translations of `sentences`, in order (§6.1 defaults: beam 4, alpha 0.6, GNMT)."""
+        if isinstance(sentences, str):
+            sentences = [sentences]
+        ids = [self.tokenizer.encode(s.strip()) for s in sentences]
+        out = decode_ids(self.model, ids, beam=beam, alpha=alpha, length_penalty=length_penalty,
+                         batch_size=batch_size, max_extra=max_extra, device=self.device)
+        return [self.tokenizer.decode(t) for t in out]
+
+    @torch.no_grad()
+    def cross_attention(self, source: str, translation: str | None = None):
+        """Encoder-decoder attention of one sentence pair (teacher-forced on `translation`,
+        by default the model's own greedy translation).
+
+        Returns (source tokens, target tokens, weights (n_layers, H, T, S)); the target tokens
+        are the decoder's outputs (the translation's subwords, then </s>).
+        """
+        if translation is None:
+            translation = self.translate([source], beam=1)[0]
+        tok = self.tokenizer
+        src_ids = tok.encode(source.strip())[:self.model.config.max_len]
+        tgt_ids = tok.encode(translation)[:self.model.config.max_len - 1]
+        src = torch.tensor([src_ids], device=self.device)
+        tgt_in = torch.tensor([[BOS] + tgt_ids], device=self.device)
+        _, attn = self.model(src, tgt_in, return_attn=True)
+        weights = torch.stack([w[0] for w in attn["cross"]]).float().cpu()  # (L, H, T, S)
+        src_tokens = [tok.id_to_token(i) for i in src_ids]
+        tgt_tokens = [tok.id_to_token(i) for i in tgt_ids] + ["</s>"]
+        return src_tokens, tgt_tokens, weights
+
+
+# -- train ---------------------------------------------------------------------------------------
+
+def train_translation(exp: Experiment, resume: bool = False, out: str | Path | None = None,
+                      say: Callable[[str], None] = print,
+                      meta: dict[str, Any] | None = None) -> tuple[TrainResult, Path]:
+    """Run (or resume) the experiment; returns the result and the model folder.
+
+    `meta` adds keys to the folder's config.json (e.g. {"demo": true})."""
+    out = require_out(exp, out)
+    check_out_folder(out, resume)
+    if resume:
+        check_resume(out, {"model": exp.model, "data": exp.data.to_dict()})
+    cfg, data = exp.train, exp.data
+    t0 = time.monotonic()
+    splits = load_pairs(data)
+    if resume:
+        tok = Tokenizer.load(out)
+    else:
+        tok = Tokenizer.train([s for p in splits["train"] for s in p], data.vocab_size, data.tokenizer)
+    model_cfg = exp.model_config(vocab_size=tok.vocab_size, pad_id=PAD)
+    train_ids = encode_pairs(tok, splits["train"], model_cfg.max_len)
+    valid_ids = encode_pairs(tok, splits["valid"][:data.valid_pairs], model_cfg.max_len)
+    if not train_ids:
+        raise UserError(f"no training pair fits max_len={model_cfg.max_len}")
+    say(f"data: {len(train_ids)} training pairs, {len(valid_ids)} validation pairs, "
+        f"vocabulary {tok.vocab_size} ({time.monotonic() - t0:.1f} s)")
+    seed_everything(cfg.seed)
+    model = Transformer(model_cfg)
+    say(f"model: {model.num_parameters():,} parameters (d_model {model_cfg.d_model}, "
+        f"{model_cfg.n_encoder_layers}+{model_cfg.n_decoder_layers} layers)")
+    evaluate = make_evaluate(tok, valid_ids, data, cfg.label_smoothing, cfg.max_tokens)
+    meta = {**(meta or {}), "task": "translation",
+            "experiment": {"model": exp.model, "data": data.to_dict(), "train": cfg.to_dict()}}
+    if not resume:
+        tok.save(out)
+    trainer = Trainer(model, cfg, pair_batches(train_ids, cfg.max_tokens, cfg.seed),
+                      translation_loss(cfg.label_smoothing), out, family=FAMILY, meta=meta,
+                      evaluate=evaluate)
+    return trainer.fit(resume=resume), out
+
+
+__all__ = ["DataConfig", "TASK", "Translator", "decode_ids", "encode_pairs", "experiment",
+           "load_pairs", "make_evaluate", "pair_batches", "score_translations",
+           "train_translation", "translation_loss"]

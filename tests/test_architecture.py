@@ -1,0 +1,108 @@
+"""The package's layers, checked on the import graph of every module (imports inside functions
+included): no task imports another task, models and building blocks import nothing above them,
+the generic layers (data, training, generation) import no task, CLI or figure code, and there is
+no import cycle. Every module also imports cleanly on its own."""
+
+from __future__ import annotations
+
+import ast
+import importlib
+from pathlib import Path
+
+import pytest
+
+SRC = Path(__file__).resolve().parents[1] / "src"
+PACKAGE = SRC / "aiayn"
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(SRC).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+MODULES = {module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
+
+
+def imports_of(name: str) -> set[str]:
+    """The aiayn modules `name` imports, anywhere in its body."""
+    path = MODULES[name]
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            targets = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            targets = [f"{node.module}.{a.name}" if f"{node.module}.{a.name}" in MODULES
+                       else node.module for a in node.names]
+        else:
+            continue
+        found.update(t for t in targets if t == "aiayn" or t.startswith("aiayn."))
+    found.discard(name)
+    return found
+
+
+GRAPH = {name: imports_of(name) for name in MODULES}
+
+
+def layer(name: str) -> str:
+    parts = name.split(".")
+    return parts[1] if len(parts) > 1 else ""
+
+
+@pytest.mark.parametrize("name", sorted(set(MODULES) - {"aiayn.__main__"}))
+def test_every_module_imports_on_its_own(name):
+    importlib.import_module(name)
+
+
+def test_no_task_imports_another_task():
+    tasks = [n for n in MODULES if n.startswith("aiayn.tasks.")]
+    assert len(tasks) == 4
+    for name in tasks:
+        others = {t for t in GRAPH[name] if t.startswith("aiayn.tasks") and t != name}
+        assert not others, f"{name} imports {others}"
+
+
+@pytest.mark.parametrize("low, allowed", [
+    ("nn", {"nn", "masks", "config", "errors"}),
+    ("models", {"nn", "models", "masks", "config", "errors"}),
+    ("data", {"data", "errors", "config"}),
+    ("generation", {"generation", "data", "masks", "errors", "config"}),
+    ("training", {"training", "data", "errors", "config", "folder", "families", "models", "nn",
+                  "masks"}),
+])
+def test_lower_layers_import_nothing_above_them(low, allowed):
+    for name in (n for n in MODULES if layer(n) == low):
+        above = {t for t in GRAPH[name] if layer(t) not in allowed}
+        assert not above, f"{name} imports {above}"
+
+
+def test_the_family_table_is_the_only_dispatch_on_family_names():
+    """Family names are written once (aiayn.families); other modules use its constants."""
+    families = {'"transformer"', '"decoder_lm"', '"encoder"', '"vit"'}
+    for name, path in MODULES.items():
+        if name in ("aiayn.families",):
+            continue
+        text = path.read_text(encoding="utf-8")
+        hits = [f for f in families if f"== {f}" in text or f"family={f}" in text]
+        assert not hits, f"{name} compares with family name literal(s) {hits}"
+
+
+def test_no_import_cycle():
+    state: dict[str, int] = {}  # 1 = on the current path, 2 = done
+
+    def visit(node: str, path: list[str]) -> None:
+        state[node] = 1
+        for nxt in sorted(GRAPH.get(node, ())):
+            if nxt not in GRAPH:
+                continue
+            if state.get(nxt) == 1:
+                cycle = path[path.index(nxt):] + [nxt] if nxt in path else [node, nxt]
+                raise AssertionError("import cycle: " + " -> ".join(cycle))
+            if state.get(nxt) is None:
+                visit(nxt, path + [nxt])
+        state[node] = 2
+
+    for name in sorted(GRAPH):
+        if state.get(name) is None:
+            visit(name, [name])
