@@ -1,7 +1,6 @@
 """Text classification with an encoder-only (BERT-style) Transformer: masked-LM pretraining,
 then fine-tuning with a classification head; the TextEncoder also embeds sentences.
 
-    aiayn classify train [CONFIG] [key=value ...] (--corpus gettext-origin | --train F.tsv ...)
     from aiayn import load
     enc = load("minilm")                         # a TextEncoder
     enc.embed(["A cat sits.", "A dog sits."])    # (2, 384), mean-pooled, L2-normalised
@@ -20,9 +19,7 @@ the folder's config.json ("special_ids"), because an imported BERT's WordPiece v
 its own ([PAD]=0, [UNK]=100, [CLS]=101, [SEP]=102, [MASK]=103), unlike aiayn's tokenizers.
 A model trained here uses aiayn's tokenizer: <s> as [CLS], </s> as [SEP], and one id past the
 tokenizer's vocabulary as [MASK] (a symbol only the masked-LM objective ever writes).
-
-The same skeleton as every module of aiayn.tasks: data config and defaults, reading the data,
-batches, loss, evaluation, the user-facing object (TextEncoder), training.
+Same skeleton as every aiayn.tasks module: data config, data, batches, loss, object, train.
 """
 
 from __future__ import annotations

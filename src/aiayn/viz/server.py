@@ -52,19 +52,7 @@ def create_app(model: str | Path | Inspector, max_chars: int = MAX_CHARS) -> Fla
     app = Flask(__name__, static_folder=str(STATIC), static_url_path="/static")
     app.config["MAX_CONTENT_LENGTH"] = MAX_BODY_BYTES
     app.json.sort_keys = False
-
-    @app.errorhandler(BadRequest)
-    def bad_request(e):
-        return jsonify(error=str(e)), 400
-
-    @app.errorhandler(HTTPException)
-    def http_error(e):  # 404, 405, 413 (body too large), ... as JSON
-        return jsonify(error=f"{e.code} {e.name}: {e.description}"), e.code
-
-    @app.errorhandler(Exception)
-    def internal_error(e):
-        log.exception("request failed")  # the trace goes to the server's log, not to the client
-        return jsonify(error="internal error (see the server log)"), 500
+    _json_errors(app)
 
     @app.get("/")
     def index():
@@ -104,6 +92,23 @@ def create_app(model: str | Path | Inspector, max_chars: int = MAX_CHARS) -> Fla
     for endpoint in ENDPOINT_FAMILIES:
         app.add_url_rule(f"/api/{endpoint}", endpoint, lambda e=endpoint: run(e), methods=["POST"])
     return app
+
+
+def _json_errors(app: Flask) -> None:
+    """Every error answers JSON {"error": message}, as docs/explorer.md documents."""
+
+    @app.errorhandler(BadRequest)
+    def bad_request(e):
+        return jsonify(error=str(e)), 400
+
+    @app.errorhandler(HTTPException)
+    def http_error(e):  # 404, 405, 413 (body too large), ... as JSON
+        return jsonify(error=f"{e.code} {e.name}: {e.description}"), e.code
+
+    @app.errorhandler(Exception)
+    def internal_error(e):
+        log.exception("request failed")  # the trace goes to the server's log, not to the client
+        return jsonify(error="internal error (see the server log)"), 500
 
 
 def _endpoint(family: str) -> str:
