@@ -13,23 +13,23 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from aiayn.errors import UserError
+from aiayn.errors import ConfigError
 
 
 def check_options(t: float = 1.0, k: int | None = None, p: float | None = None) -> None:
-    """UserError for a setting no filter accepts (t < 0, k < 1, p outside (0, 1])."""
+    """ValueError (ConfigError) for a setting no filter accepts (t < 0, k < 1, p outside (0, 1])."""
     if t < 0:
-        raise UserError(f"temperature={t}: must be >= 0 (0 = greedy)")
+        raise ConfigError(f"temperature={t}: must be >= 0 (0 = greedy)")
     if k is not None and k <= 0:
-        raise UserError(f"top_k={k}: must be a positive integer")
+        raise ConfigError(f"top_k={k}: must be a positive integer")
     if p is not None and not 0 < p <= 1:
-        raise UserError(f"top_p={p}: must be in (0, 1]")
+        raise ConfigError(f"top_p={p}: must be in (0, 1]")
 
 
 def temperature(logits: Tensor, t: float) -> Tensor:
     """logits / t. t < 1 sharpens the distribution, t > 1 flattens it; t must be > 0."""
     if t <= 0:
-        raise UserError(f"temperature={t}: must be positive (use 0 only for greedy decoding)")
+        raise ConfigError(f"temperature={t}: must be positive (use 0 only for greedy decoding)")
     return logits / t
 
 
@@ -37,7 +37,7 @@ def top_k(logits: Tensor, k: int) -> Tensor:
     """Keep exactly the k highest logits of each row (exactly k even when values tie at the
     boundary: torch.topk picks k indices), set the rest to -inf. k >= V keeps everything."""
     if k <= 0:
-        raise UserError(f"top_k={k}: must be a positive integer")
+        raise ConfigError(f"top_k={k}: must be a positive integer")
     if k >= logits.shape[-1]:
         return logits
     kept = torch.topk(logits, k, dim=-1).indices
@@ -49,7 +49,7 @@ def top_p(logits: Tensor, p: float) -> Tensor:
     """Nucleus filter (Holtzman et al. 2020): keep the smallest set of most probable tokens whose
     total probability reaches p (>= p), set the rest to -inf. p = 1 keeps every token."""
     if not 0 < p <= 1:
-        raise UserError(f"top_p={p}: must be in (0, 1]")
+        raise ConfigError(f"top_p={p}: must be in (0, 1]")
     if p == 1:
         return logits
     sorted_logits, order = torch.sort(logits, dim=-1, descending=True, stable=True)

@@ -19,6 +19,7 @@ import math
 from torch import Tensor, nn
 
 from aiayn.config import DecoderLMConfig
+from aiayn.masks import causal_mask, combine
 from aiayn.nn import Encoder, InputEmbedding, KVCache, TokenEmbedding, make_positions
 
 
@@ -65,20 +66,41 @@ class DecoderLM(nn.Module):
         """An empty cache: per layer, the keys/values of every position seen so far."""
         return KVCache(self.config.n_layers, cross=False)
 
-    def forward(self, tokens: Tensor, cache: KVCache | None = None, return_attn: bool = False):
+    def forward(self, tokens: Tensor, cache: KVCache | None = None, return_attn: bool = False,
+                *, positions: Tensor | None = None, mask: Tensor | None = None):
         """tokens (B, T) -> logits (B, T, V) [, per-layer weights (B, H, T, T_k)].
 
         Causal: the logits at position t depend only on tokens 0..t. With a cache, ``tokens``
         holds only the positions after ``cache.length``; earlier keys/values come from the cache,
         and this call's keys/values are appended to it.
+
+        For batches of left-padded sequences (aiayn.generation.lm): ``positions`` (B, T) is each
+        token's position (default: cache.length + 0..T-1 in every row), and ``mask``, boolean and
+        broadcastable to (B, H, T, T_k) with T_k = cache.length + T, True = may attend (e.g.
+        (B, 1, 1, T_k), False at padding), further restricts the causal mask (never replaces it).
         """
         offset = cache.length if cache is not None else 0
-        x = self.embed(tokens, offset)  # (B, T, D)
-        out = self.decoder(x, None, is_causal=True, cache=cache, return_attn=return_attn)
+        if positions is None:
+            x = self.embed(tokens, offset)  # (B, T, D)
+        else:
+            x = self._embed_at(tokens, positions)
+        if mask is not None:  # §3.2.3: still causal (attention uses a given mask as it is)
+            t = tokens.shape[1]
+            mask = combine(causal_mask(t, offset + t, device=tokens.device), mask)
+        out = self.decoder(x, mask, is_causal=True, cache=cache, return_attn=return_attn)
         if return_attn:
             h, weights = out
             return self.output(h), weights
         return self.output(out)  # (B, T, V)
+
+    def _embed_at(self, tokens: Tensor, positions: Tensor) -> Tensor:
+        """Token embeddings plus the positional encodings at `positions` (B, T) -> (B, T, D):
+        InputEmbedding with a position per token instead of one offset for the batch."""
+        x = self.embed.tokens(tokens)  # (B, T, D)
+        if self.embed.positions is not None:
+            table = self.embed.positions(int(positions.max()) + 1)  # (P, D); sinusoids extend
+            x = x + table[positions].to(x.dtype)
+        return self.embed.dropout(x)
 
     def num_parameters(self) -> int:
         """Distinct parameters (tied matrices counted once)."""

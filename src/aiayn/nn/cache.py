@@ -90,3 +90,10 @@ class KVCache:
         """Keep batch rows `indices` (B_new,) of every cached tensor, in that order."""
         for entry in self.self_attn + (self.cross_attn or []):
             entry.reorder(indices)
+
+    def reorder_self_attention(self, indices: Tensor) -> None:
+        """Like `reorder`, for the growing self-attention caches only. For beam search: the beams
+        of one sentence share its source, so their cross-attention keys/values are identical rows
+        and a reorder within each sentence's beams leaves them as they are (no copy needed)."""
+        for entry in self.self_attn:
+            entry.reorder(indices)

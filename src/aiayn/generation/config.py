@@ -1,0 +1,83 @@
+"""How to generate: one typed config for every model family and every strategy.
+
+    GenerationConfig(beam=4, alpha=0.6)              # §6.1 beam search (translation)
+    GenerationConfig(temperature=0.8, top_k=40)      # sampling (language models)
+    GenerationConfig()                               # greedy: the most likely token each step
+
+The strategy follows from the fields: beam > 1 is beam search, otherwise temperature 0 is greedy
+and temperature > 0 is sampling. Every check raises ValueError (aiayn's ConfigError) naming the
+Python parameter and its value, e.g. "beam=0: must be a positive integer".
+"""
+
+from __future__ import annotations
+
+import math
+import typing
+from dataclasses import dataclass
+
+from aiayn.config import Config
+from aiayn.data.special import BOS, EOS, PAD
+from aiayn.errors import ConfigError
+from aiayn.generation.sampling import check_options
+
+LENGTH_PENALTIES = ("gnmt", "avg")
+
+
+def _fail(name: str, value: typing.Any, why: str) -> typing.NoReturn:
+    raise ConfigError(f"{name}={value!r}: {why}")
+
+
+@dataclass
+class GenerationConfig(Config):
+    """Strategy, lengths and special tokens of one generation call (defaults: greedy, §6.1 limits)."""
+
+    beam: int = 1  # §6.1 uses 4; 1 = greedy (or sampling when temperature > 0)
+    alpha: float = 0.6  # §6.1 length-penalty strength
+    length_penalty: str = "gnmt"  # "gnmt": ((5+|Y|)/6)^alpha (§6.1, Wu et al.); "avg": |Y|^alpha
+    temperature: float = 0.0  # 0 = argmax; > 0 = draw from softmax(logits / temperature)
+    top_k: int | None = None  # sampling: keep the k most likely tokens
+    top_p: float | None = None  # sampling: keep the smallest set reaching probability p
+    seed: int | None = None  # sampling: a seeded torch.Generator, for reproducible draws
+    max_new_tokens: int | None = None  # a cap on new tokens (a language model's only limit)
+    max_extra: int = 50  # §6.1 encoder-decoder: at most input length + max_extra tokens
+    min_length: int = 0  # EOS is not allowed before this many new tokens
+    bos_id: int = BOS
+    eos_id: int | None = EOS  # None: no token ends a row (language models may run to the cap)
+    pad_id: int = PAD
+    banned: tuple[int, ...] = ()  # never produced (search also bans pad and BOS, fairseq-style)
+    sliding_window: bool = False  # LM past max_len: crop to the last max_len tokens, recompute
+
+    def __post_init__(self) -> None:
+        if isinstance(self.banned, list):  # a JSON round-trip gives a list
+            self.banned = tuple(self.banned)
+        self._check_types()
+        if self.beam < 1:
+            _fail("beam", self.beam, "must be a positive integer")
+        if not math.isfinite(self.alpha):
+            _fail("alpha", self.alpha, "must be a finite number")
+        if self.length_penalty not in LENGTH_PENALTIES:
+            _fail("length_penalty", self.length_penalty,
+                  f"must be one of {', '.join(LENGTH_PENALTIES)}")
+        check_options(self.temperature, self.top_k, self.top_p)
+        if self.beam > 1 and self.temperature > 0:
+            _fail("temperature", self.temperature,
+                  f"beam search (beam={self.beam}) does not sample; use temperature=0")
+        for name in ("max_new_tokens", "max_extra", "min_length"):
+            value = getattr(self, name)
+            if value is not None and value < 0:
+                _fail(name, value, "must be non-negative")
+        ids = {"bos_id": self.bos_id, "eos_id": self.eos_id, "pad_id": self.pad_id}
+        ids.update((f"banned[{i}]", token) for i, token in enumerate(self.banned))
+        for name, token in ids.items():
+            if token is not None and (not isinstance(token, int) or token < 0):
+                _fail(name, token, "must be a token id (a non-negative integer)")
+
+    @property
+    def strategy(self) -> str:
+        """"beam", "greedy" or "sample"."""
+        if self.beam > 1:
+            return "beam"
+        return "greedy" if self.temperature == 0 else "sample"
+
+
+__all__ = ["LENGTH_PENALTIES", "GenerationConfig"]

@@ -1,0 +1,263 @@
+"""The vectorised decode loop against a straightforward reference: one sentence at a time, no
+cache, Python lists. Beam 1..5, both length penalties, several random models; finished sentences
+leaving the batch (and the cache) change nothing; typed GenerationConfig errors."""
+
+import math
+
+import pytest
+import torch
+
+from aiayn import Transformer, preset
+from aiayn.generation.beam import length_penalty
+from aiayn.generation.config import GenerationConfig
+from aiayn.generation.search import (
+    beam_search,
+    beam_search_hypotheses,
+    greedy_search,
+    search,
+    search_hypotheses,
+)
+from aiayn.masks import padding_mask
+
+PAD, BOS, EOS = 0, 1, 2
+IDS = dict(bos_id=BOS, eos_id=EOS, pad_id=PAD)
+V = 40
+
+
+class EosBias:
+    """A model whose EOS logit is raised by `bias`, so that sentences end at varied lengths.
+    Records the number of decoder rows of every step."""
+
+    def __init__(self, model, bias):
+        self.model, self.bias, self.rows = model, bias, []
+
+    def encode(self, src, src_mask):
+        return self.model.encode(src, src_mask)
+
+    def new_cache(self):
+        return self.model.new_cache()
+
+    def decode(self, tgt, memory, src_mask, cache=None):
+        self.rows.append(tgt.shape[0])
+        logits = self.model.decode(tgt, memory, src_mask, cache)
+        logits[..., EOS] += self.bias
+        return logits
+
+
+def _model(seed, bias=None):
+    torch.manual_seed(seed)
+    bias = 0.5 + 0.5 * seed if bias is None else bias  # best outputs from empty to max length
+    # float64: the batched cached loop and the reference agree to ~1e-15, so no near-tie flips
+    return EosBias(Transformer(preset("tiny", vocab_size=V)).double().eval(), bias)
+
+
+def _sources(seed, b=6, s=7):
+    g = torch.Generator().manual_seed(100 + seed)
+    src = torch.randint(4, V, (b, s), generator=g)
+    lengths = torch.randint(1, s + 1, (b,), generator=g)
+    src[torch.arange(s)[None] >= lengths[:, None]] = PAD
+    return src
+
+
+def _alone(src_row):
+    src = src_row[src_row != PAD][None]
+    mask = padding_mask(src, PAD)
+    return src, mask
+
+
+def reference_beam(model, src_row, k, alpha, kind, max_extra, min_length=0):
+    """§6.1 beam search's rules, one sentence, recomputing every prefix: (score, tokens, logprob)."""
+    src, mask = _alone(src_row)
+    memory, max_len = model.encode(src, mask), src.shape[1] + max_extra
+    live, finished = [([], 0.0)], []
+    for step in range(max_len + 1):
+        tgt = torch.tensor([[BOS] + toks for toks, _ in live])
+        n = len(live)
+        logits = model.decode(tgt, memory.expand(n, -1, -1), mask.expand(n, -1, -1, -1))[:, -1]
+        lprobs = torch.log_softmax(logits, -1).tolist()
+        cands = [(score + lprobs[b][t], b, t) for b, (_, score) in enumerate(live) for t in range(V)
+                 if t not in (PAD, BOS) and (t == EOS or step < max_len)
+                 and (t != EOS or step >= min_length)]
+        cands = sorted(cands, key=lambda c: -c[0])[:2 * k]  # 2k candidates
+        for score, b, t in cands[:k]:  # EOS is finalised only among the top k
+            if t == EOS:
+                finished.append((score / length_penalty(step + 1, alpha, kind), live[b][0], score))
+        live = [(live[b][0] + [t], score) for score, b, t in cands if t != EOS][:k]
+        if not live:
+            break
+        if len(finished) >= k:
+            kth = sorted((f[0] for f in finished), reverse=True)[k - 1]
+            bound = max(length_penalty(m, alpha, kind) for m in (step + 2, max_len + 1))
+            if live[0][1] / bound <= kth:
+                break
+    return sorted(finished, key=lambda f: -f[0])[:k]
+
+
+def reference_greedy(model, src_row, max_extra, min_length=0):
+    src, mask = _alone(src_row)
+    memory, out = model.encode(src, mask), []
+    for step in range(src.shape[1] + max_extra):
+        logits = model.decode(torch.tensor([[BOS] + out]), memory, mask)[0, -1].clone()
+        logits[[PAD, BOS]] = -math.inf
+        if step < min_length:
+            logits[EOS] = -math.inf
+        token = int(logits.argmax())
+        if token == EOS:
+            break
+        out.append(token)
+    return out
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+@pytest.mark.parametrize("beam", [1, 2, 3, 4, 5])
+@pytest.mark.parametrize("kind, alpha", [("gnmt", 0.6), ("avg", 1.0)])
+def test_beam_search_equals_reference_loop(seed, beam, kind, alpha):
+    model, src = _model(seed), _sources(seed)
+    hyps = beam_search_hypotheses(model, src, beam=beam, alpha=alpha, length_penalty_kind=kind,
+                                  max_extra=5, **IDS)
+    for row, got in zip(src, hyps, strict=True):
+        want = reference_beam(model, row, beam, alpha, kind, max_extra=5)
+        assert [h.tokens for h in got] == [w[1] for w in want]
+        assert [h.score for h in got] == pytest.approx([w[0] for w in want], abs=1e-9)
+        assert [h.logprob for h in got] == pytest.approx([w[2] for w in want], abs=1e-9)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2, 3])
+def test_greedy_equals_reference_loop_and_beam_one(seed):
+    model, src = _model(seed), _sources(seed)
+    greedy = greedy_search(model, src, max_extra=5, **IDS)
+    assert greedy == [reference_greedy(model, row, 5) for row in src]
+    assert beam_search(model, src, beam=1, max_extra=5, **IDS) == greedy
+
+
+@pytest.mark.parametrize("beam", [1, 4])
+def test_finished_sentences_leave_the_batch_without_changing_results(beam):
+    model, src = _model(0, bias=3.0), _sources(0, b=8)
+    batched = beam_search_hypotheses(model, src, beam=beam, max_extra=6, **IDS)
+    rows = model.rows
+    assert rows[0] == 8 * beam and rows[-1] < 8 * beam  # sentences left as they finished ...
+    assert all(a >= b for a, b in zip(rows, rows[1:], strict=False))  # ... and never came back
+    assert len(rows) > 1
+    for row, got in zip(src, batched, strict=True):  # ... and each is what it is alone
+        alone = beam_search_hypotheses(model, row[row != PAD][None], beam=beam, max_extra=6, **IDS)
+        assert [h.tokens for h in got] == [h.tokens for h in alone[0]]
+        assert [h.score for h in got] == pytest.approx([h.score for h in alone[0]], abs=1e-9)
+
+
+def test_greedy_rows_leave_the_batch():
+    model, src = _model(1, bias=3.0), _sources(1, b=8)
+    out = greedy_search(model, src, max_extra=6, **IDS)
+    assert model.rows[0] == 8 and model.rows[-1] < 8
+    assert all(a >= b for a, b in zip(model.rows, model.rows[1:], strict=False))
+    assert out == [greedy_search(model, row[row != PAD][None], max_extra=6, **IDS)[0] for row in src]
+
+
+def test_min_length_bans_eos_until_then():
+    model, src = _model(2, bias=6.0), _sources(2)  # EOS nearly always first
+    assert all(t == [] for t in greedy_search(model, src, max_extra=5, **IDS))
+    config = GenerationConfig(min_length=3, max_extra=5, **IDS)
+    out = search(model, src, config)
+    assert out == [reference_greedy(model, row, 5, min_length=3) for row in src]
+    assert all(len(t) >= 3 for t in out)
+    hyps = search_hypotheses(model, src, config.replace(beam=3))
+    for row, got in zip(src, hyps, strict=True):
+        want = reference_beam(model, row, 3, 0.6, "gnmt", 5, min_length=3)
+        assert [h.tokens for h in got] == [w[1] for w in want]
+
+
+def test_max_new_tokens_caps_every_row():
+    model, src = _model(0, bias=-50.0), _sources(0)  # EOS never wins: rows run to their limit
+    config = GenerationConfig(max_new_tokens=4, **IDS)
+    assert [len(t) for t in search(model, src, config)] == [4] * len(src)
+    assert [len(t) for t in search(model, src, config.replace(beam=3))] == [4] * len(src)
+
+
+def test_sampling_is_seeded_and_top_k_one_is_greedy():
+    model, src = _model(3), _sources(3)
+    config = GenerationConfig(temperature=1.0, seed=7, max_extra=5, **IDS)
+    a, b = search(model, src, config), search(model, src, config)
+    c = search(model, src, config.replace(seed=8))
+    assert a == b and a != c
+    assert search(model, src, config.replace(top_k=1)) == greedy_search(model, src, max_extra=5, **IDS)
+
+
+class Scripted:
+    """Next-token probabilities looked up by the prefix generated so far (no cache needed)."""
+
+    def __init__(self, table, default):
+        self.table, self.default = table, default
+
+    def encode(self, src, src_mask):
+        return src.double()[..., None]
+
+    def new_cache(self):
+        return Prefixes()
+
+    def decode(self, tgt, memory, src_mask, cache):
+        cache.rows = [r + [t] for r, t in zip(cache.rows or [[]] * len(tgt), tgt[:, -1].tolist(),
+                                               strict=True)]
+        probs = [dict(self.table.get(tuple(r[1:]), self.default)) for r in cache.rows]
+        return torch.tensor([[math.log(p.get(t, 1e-9)) for t in range(5)] for p in probs])[:, None]
+
+
+class Prefixes:
+    rows = None
+
+    def reorder(self, indices):
+        self.rows = [self.rows[i] for i in indices.tolist()]
+
+
+def test_early_stop_bounds_live_hypotheses_by_the_largest_penalty():
+    # EOS first is likely (0.7) but one token long; the A-run is unlikely at first (0.25), then
+    # near-certain. With the mean log-prob ("avg", alpha 1) the 10 A's win (-1.50 / 11 > log 0.7).
+    # After step 0 the live "A" has log-prob -1.39: divided by the penalty of the next length
+    # (2) it cannot beat log 0.7, but divided by that of the longest (54) it can, so the search
+    # must go on (stopping there is the bug the bound prevents).
+    a = 3
+    table = {(): {EOS: 0.7, a: 0.25, 4: 0.05}}
+    table.update({(a,) * n: {a: 0.99, EOS: 0.005, 4: 0.005} for n in range(1, 10)})
+    table[(a,) * 10] = {EOS: 0.99, a: 0.005, 4: 0.005}
+    model = Scripted(table, {EOS: 0.98, a: 0.01, 4: 0.01})
+    src = torch.tensor([[5, 6, 7]])
+    best = beam_search_hypotheses(model, src, beam=1, alpha=1.0, length_penalty_kind="avg",
+                                  **IDS)[0][0]
+    assert best.tokens == [a] * 10
+    assert best.score == pytest.approx((math.log(0.25) + 9 * math.log(0.99) + math.log(0.99)) / 11)
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(beam=0), "beam=0: must be a positive integer"),
+    (dict(beam=-3), "beam=-3: must be a positive integer"),
+    (dict(length_penalty="x"), "length_penalty='x': must be one of gnmt, avg"),
+    (dict(alpha=float("nan")), "alpha=nan: must be a finite number"),
+    (dict(temperature=-1.0), "temperature=-1.0: must be >= 0"),
+    (dict(top_k=0), "top_k=0: must be a positive integer"),
+    (dict(top_p=1.5), "top_p=1.5: must be in"),
+    (dict(max_extra=-1), "max_extra=-1: must be non-negative"),
+    (dict(max_new_tokens=-2), "max_new_tokens=-2: must be non-negative"),
+    (dict(min_length=-1), "min_length=-1: must be non-negative"),
+    (dict(beam=4, temperature=0.7), "temperature=0.7: beam search"),
+    (dict(banned=(3, -1)), r"banned\[1\]=-1: must be a token id"),
+    (dict(beam=2.5), "beam=2.5: must be int"),
+])
+def test_config_errors_name_the_python_parameter(kwargs, message):
+    with pytest.raises(ValueError, match=message) as err:
+        GenerationConfig(**kwargs)
+    assert "--" not in str(err.value)  # never a command-line flag
+
+
+def test_search_functions_raise_value_errors_not_index_errors():
+    model, src = _model(0), _sources(0)
+    with pytest.raises(ValueError, match="beam=0: must be a positive integer"):
+        beam_search(model, src, beam=0, **IDS)
+    with pytest.raises(ValueError, match="length_penalty='x'"):
+        beam_search_hypotheses(model, src, length_penalty_kind="x", **IDS)
+    with pytest.raises(ValueError, match="max_extra=-1"):
+        greedy_search(model, src, max_extra=-1, **IDS)
+
+
+def test_config_round_trips_through_json():
+    config = GenerationConfig(beam=4, alpha=0.8, length_penalty="avg", banned=(5, 6), seed=1)
+    assert GenerationConfig.from_json(config.to_json()) == config
+    assert config.strategy == "beam" and GenerationConfig().strategy == "greedy"
+    assert GenerationConfig(temperature=0.5).strategy == "sample"
