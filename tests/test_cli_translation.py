@@ -102,10 +102,34 @@ def test_eval_reports_sacrebleu_chrf_exact_match_and_speed(trained, capsys):
 
 def test_average_last_two_checkpoints(trained, capsys, tmp_path):
     _, _, model = trained
-    code, out, _ = run(capsys, "average", "--model", model, "--last", "2", "--out", tmp_path / "avg")
+    code, out, err = run(capsys, "average", "--model", model, "--last", "2", "--out", tmp_path / "avg")
     assert code == 0 and "steps 10, 20" in out
+    # Steps 10..20 of a 20-step run: far wider than §6.1's last few percent.
+    assert "warning: the checkpoints averaged (steps 10..20) span 50% of the 20-step run" in err
     code, out, _ = run(capsys, "translate", "--model", tmp_path / "avg", "1 2")
     assert code == 0 and len(out.splitlines()) == 1
+
+
+def test_average_refuses_fewer_checkpoints_than_asked(trained, capsys, tmp_path):
+    _, _, model = trained
+    code, _, err = run(capsys, "average", "--model", model, "--out", tmp_path / "avg")
+    assert code == 2 and "only 2 checkpoints (steps 10, 20) for --last 5" in err
+    assert not (tmp_path / "avg").exists()
+    code, out, _ = run(capsys, "average", "--model", model, "--allow-fewer", "--out", tmp_path / "avg")
+    assert code == 0 and "averaged 2 checkpoints" in out
+
+
+def test_translate_and_eval_a_saved_step(trained, capsys, tmp_path):
+    tmp, _, model = trained
+    code, out, _ = run(capsys, "translate", "--model", model, "--checkpoint", "10", "1 2", "3")
+    assert code == 0 and len(out.splitlines()) == 2
+    code, out, _ = run(capsys, "eval", "--model", model, "--checkpoint", "20", "--src",
+                       tmp / "valid.src", "--ref", tmp / "valid.tgt", "--json")
+    final = run(capsys, "eval", "--model", model, "--src", tmp / "valid.src", "--ref",
+                tmp / "valid.tgt", "--json")[1]
+    assert code == 0 and json.loads(out)["bleu"] == json.loads(final)["bleu"]  # step 20 = final
+    code, _, err = run(capsys, "translate", "--model", model, "--checkpoint", "7", "1")
+    assert code == 2 and "no checkpoint of step 7 (saved steps: 10, 20)" in err
 
 
 def _bad_corpus_config(tmp, kind):

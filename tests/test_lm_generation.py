@@ -167,3 +167,22 @@ def test_bad_options_fail_before_any_token(lm):
     assert model.calls == []
     with pytest.raises(UserError, match="top_p=1.5"):
         lm.stream("def", 5, top_p=1.5)
+
+
+def test_language_model_writes_past_its_context(lm):
+    """tiny has max_len 64 and learned positions: the context slides (nanoGPT) instead of
+    stopping; the first tokens are those of ordinary generation."""
+    long = lm.generate("def ", 150, temperature=0.0)  # 1 + 2 prompt tokens + 150 > 64
+    short = lm.generate("def ", 40, temperature=0.0)
+    assert long.startswith(short) and len(long) > 2 * len(short)
+
+
+def test_language_model_batches_prompts_of_different_lengths(lm):
+    prompts = ["def ", "print('héllo wörld", "x"]
+    together = lm.generate_batch(prompts, 20, temperature=0.0)
+    alone = [[lm.generate(p, 20, temperature=0.0)] for p in prompts]
+    assert together == alone
+    samples = lm.generate_batch(["def "], 10, num_samples=3, temperature=1.0, seed=0)
+    assert len(samples) == 1 and len(samples[0]) == 3
+    with pytest.raises(ValueError, match="num_samples=0"):
+        lm.generate_batch(["x"], 5, num_samples=0)

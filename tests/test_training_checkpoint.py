@@ -10,12 +10,10 @@ from safetensors.torch import load_file, save_file
 
 from aiayn import Transformer, preset
 from aiayn.errors import UserError
-from aiayn.folder import save_model
+from aiayn.folder import checkpoint_path, list_checkpoints, save_model
 from aiayn.training.checkpoint import (
     average_checkpoints,
     average_state_dicts,
-    checkpoint_path,
-    list_checkpoints,
     load_train_state,
     prune_checkpoints,
     rng_state,
@@ -81,7 +79,9 @@ def test_averaging_two_checkpoints_gives_the_element_wise_mean(tmp_path):
 def test_average_takes_the_last_n(tmp_path):
     folder, states = _folder_with_checkpoints(tmp_path, [1, 2, 3])
     assert average_checkpoints(folder, 2, tmp_path / "avg") == [2, 3]
-    assert average_checkpoints(folder, 10, tmp_path / "avg10") == [1, 2, 3]
+    with pytest.raises(UserError, match="only 3 checkpoints"):
+        average_checkpoints(folder, 10, tmp_path / "avg10")
+    assert average_checkpoints(folder, 10, tmp_path / "avg10", allow_fewer=True) == [1, 2, 3]
     avg = load_file(str(tmp_path / "avg10/model.safetensors"))
     key = next(iter(avg))
     torch.testing.assert_close(avg[key], sum(s[key] for s in states) / 3, rtol=0, atol=1e-6)
@@ -110,3 +110,12 @@ def test_prune_keeps_the_newest_and_the_protected(tmp_path):
     folder, _ = _folder_with_checkpoints(tmp_path, [1, 2, 3, 4])
     prune_checkpoints(folder, 2, protect=checkpoint_path(folder, 1))
     assert [s for s, _ in list_checkpoints(folder)] == [1, 3, 4]
+
+
+def test_averaging_warning_names_a_span_that_reaches_back_into_early_training():
+    from aiayn.training.checkpoint import averaging_warning
+
+    assert averaging_warning([9600, 9700, 9800, 9900, 10000], 10000) is None
+    assert averaging_warning([1000], 1153) is None
+    warning = averaging_warning([500, 1000, 1153], 1153)
+    assert "steps 500..1153" in warning and "57%" in warning

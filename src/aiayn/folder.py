@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -30,6 +31,8 @@ from aiayn.errors import UserError
 CONFIG_FILE = "config.json"
 WEIGHTS_FILE = "model.safetensors"
 TOKENIZER_FILE = "tokenizer.json"
+CHECKPOINT_DIR = "checkpoints"  # numbered weights: checkpoints/step_00001000.safetensors
+_STEP_RE = re.compile(r"^step_(\d+)\.safetensors$")
 
 @contextlib.contextmanager
 def atomic_path(path: str | Path) -> Iterator[Path]:
@@ -55,6 +58,19 @@ def atomic_write(path: str | Path, write: Callable[[Path], None]) -> None:
     """Run write(tmp_path), then move the result into place atomically."""
     with atomic_path(path) as tmp:
         write(tmp)
+
+
+def checkpoint_path(folder: str | Path, step: int) -> Path:
+    return Path(folder) / CHECKPOINT_DIR / f"step_{step:08d}.safetensors"
+
+
+def list_checkpoints(folder: str | Path) -> list[tuple[int, Path]]:
+    """(step, path) of the numbered checkpoints in `folder`, oldest first."""
+    ckpt_dir = Path(folder) / CHECKPOINT_DIR
+    if not ckpt_dir.is_dir():
+        return []
+    found = [(int(m.group(1)), p) for p in ckpt_dir.iterdir() if (m := _STEP_RE.match(p.name))]
+    return sorted(found)
 
 
 def save_weights(model: nn.Module, path: str | Path) -> None:
@@ -132,11 +148,13 @@ def folder_family(folder: str | Path, meta: dict[str, Any] | None = None):
 
 
 def load_model(folder: str | Path, device: str | torch.device = "cpu",
-               expect: str | None = None) -> tuple[nn.Module, dict[str, Any]]:
+               expect: str | None = None,
+               checkpoint: int | None = None) -> tuple[nn.Module, dict[str, Any]]:
     """Build the model a folder describes and load its weights. Returns (model in eval mode, meta).
 
     With `expect` (a family name), a folder of another family is refused before any weights are
-    read, with a message naming what was expected (e.g. "not a language model").
+    read, with a message naming what was expected (e.g. "not a language model"). With
+    `checkpoint`, the weights are those of that numbered checkpoint (a training step).
     """
     from aiayn.families import FAMILIES
 
@@ -150,5 +168,12 @@ def load_model(folder: str | Path, device: str | torch.device = "cpu",
     except ValueError as e:
         raise UserError(f"{folder / CONFIG_FILE}: {e}") from None
     model = family.model(config)
-    load_weights(model, folder / WEIGHTS_FILE)
+    weights = folder / WEIGHTS_FILE
+    if checkpoint is not None:
+        weights = checkpoint_path(folder, checkpoint)
+        if not weights.is_file():
+            steps = [str(s) for s, _ in list_checkpoints(folder)] or ["none"]
+            raise UserError(f"{weights}: no checkpoint of step {checkpoint} (saved steps: "
+                            f"{', '.join(steps)})")
+    load_weights(model, weights)
     return model.to(device).eval(), meta

@@ -3,8 +3,9 @@
     aiayn lm train CONFIG [key=value ...] [--corpus python-stdlib | --text FILE... [--valid FILE...]]
                    [--out DIR] [--resume]
     aiayn lm eval --model DIR [--text FILE... | --split valid|test]
-    aiayn generate --model DIR --prompt "def " [--max-new-tokens 100] [--temperature 0.8]
-                   [--top-k 40] [--top-p 0.95] [--seed 0]
+    aiayn generate --model DIR --prompt "def " [--prompt ...] [--num-samples N]
+                   [--max-new-tokens 100] [--temperature 0.8] [--top-k 40] [--top-p 0.95] [--seed 0]
+    (generation may run past the model's context: the last max_len tokens are kept, as nanoGPT)
 
 CONFIG is a YAML/JSON file with sections out / model / data / train, a built-in config name
 (lm-char, lm-stdlib: see `aiayn configs`), or a model preset name (gpt2-mini, gpt2-small, tiny). Overrides use dotted keys: model.n_layers=2
@@ -16,7 +17,13 @@ from __future__ import annotations
 import argparse
 import sys
 
-from aiayn.cli.common import report_training, say, split_overrides, training_command
+from aiayn.cli.common import (
+    positive_int,
+    report_training,
+    say,
+    split_overrides,
+    training_command,
+)
 from aiayn.errors import UserError
 
 
@@ -41,7 +48,10 @@ def register(sub) -> None:
 
     gen = sub.add_parser("generate", help="continue a prompt with a language model (streaming)")
     gen.add_argument("--model", required=True, metavar="DIR")
-    gen.add_argument("--prompt", default="", help="text to continue (default: empty)")
+    gen.add_argument("--prompt", action="append", default=None,
+                     help="text to continue (default: empty); repeat for several prompts")
+    gen.add_argument("--num-samples", type=positive_int, default=1,
+                     help="continuations per prompt, decoded in one batch (default 1)")
     gen.add_argument("--max-new-tokens", type=int, default=100)
     gen.add_argument("--temperature", type=float, default=1.0, help="0 = greedy")
     gen.add_argument("--top-k", type=int, default=None)
@@ -111,13 +121,21 @@ def _generate(args: argparse.Namespace) -> int:
     from aiayn.tasks.language_model import LanguageModel
 
     lm = LanguageModel.load(args.model)
-    pieces = lm.stream(args.prompt, args.max_new_tokens, temperature=args.temperature,
-                       top_k=args.top_k, top_p=args.top_p, seed=args.seed)  # checks the options
+    prompts = args.prompt or [""]
+    options = dict(temperature=args.temperature, top_k=args.top_k, top_p=args.top_p,
+                   seed=args.seed)
     out = sys.stdout
-    out.write(args.prompt)
-    out.flush()
-    for piece in pieces:
-        out.write(piece)
-        out.flush()  # stream: each token appears as soon as it is produced
-    out.write("\n")
+    if len(prompts) == 1 and args.num_samples == 1:  # stream: each piece as soon as it exists
+        pieces = lm.stream(prompts[0], args.max_new_tokens, **options)  # checks the options
+        out.write(prompts[0])
+        out.flush()
+        for piece in pieces:
+            out.write(piece)
+            out.flush()
+        out.write("\n")
+        return 0
+    samples = lm.generate_batch(prompts, args.max_new_tokens, args.num_samples, **options)
+    for prompt, texts in zip(prompts, samples, strict=True):
+        for text in texts:
+            out.write(f"{prompt}{text}\n---\n")
     return 0

@@ -54,7 +54,10 @@ def register(sub) -> None:
 
     p = sub.add_parser("average", help="average the last N checkpoints into a new folder (§6.1)")
     p.add_argument("--model", required=True, help="model folder with checkpoints/")
-    p.add_argument("--last", type=int, default=5, help="how many checkpoints (default 5, §6.1)")
+    p.add_argument("--last", type=positive_int, default=5,
+                   help="how many checkpoints (default 5, §6.1)")
+    p.add_argument("--allow-fewer", action="store_true",
+                   help="average what there is when fewer than --last checkpoints exist")
     p.add_argument("--out", required=True, help="new model folder for the averaged weights")
     p.set_defaults(func=_average)
 
@@ -67,6 +70,8 @@ def _model_args(p: argparse.ArgumentParser) -> None:
                    help="gnmt: ((5+|Y|)/6)^alpha (§6.1, default); avg: |Y|^alpha")
     p.add_argument("--batch-size", type=positive_int, default=64, help="sentences per batch (default 64)")
     p.add_argument("--device", default="cpu")
+    p.add_argument("--checkpoint", type=positive_int, metavar="STEP",
+                   help="use the weights saved at this training step (checkpoints/)")
 
 
 def _decode_opts(args: argparse.Namespace) -> dict:
@@ -90,7 +95,7 @@ def _train(args: argparse.Namespace) -> int:
 def _translate(args: argparse.Namespace) -> int:
     from aiayn.tasks.translation import Translator
 
-    translator = Translator.load(args.model, device=args.device)
+    translator = Translator.load(args.model, device=args.device, checkpoint=args.checkpoint)
     sentences = args.sentences or read_stdin_lines()
     for line in translator.translate(sentences, **_decode_opts(args)):
         print(line)
@@ -103,7 +108,7 @@ def _eval(args: argparse.Namespace) -> int:
     from aiayn.tasks.translation import Translator, score_translations
 
     pairs = read_parallel(args.src, args.ref)
-    translator = Translator.load(args.model, device=args.device)
+    translator = Translator.load(args.model, device=args.device, checkpoint=args.checkpoint)
     start = time.perf_counter()
     hyps = translator.translate([s for s, _ in pairs], **_decode_opts(args))
     seconds = time.perf_counter() - start
@@ -127,8 +132,15 @@ def _eval(args: argparse.Namespace) -> int:
 
 
 def _average(args: argparse.Namespace) -> int:
-    from aiayn.training.checkpoint import average_checkpoints
+    from aiayn.training.checkpoint import average_checkpoints, averaging_warning, load_train_state
 
-    steps = average_checkpoints(args.model, args.last, args.out)
+    steps = average_checkpoints(args.model, args.last, args.out, allow_fewer=args.allow_fewer)
     print(f"averaged {len(steps)} checkpoints (steps {', '.join(map(str, steps))}) into {args.out}")
+    try:
+        final = int(load_train_state(args.model)["step"])
+    except UserError:  # no training state (e.g. a copied folder): judge by the last checkpoint
+        final = steps[-1]
+    warning = averaging_warning(steps, final)
+    if warning:
+        print(f"aiayn: warning: {warning}", file=sys.stderr)
     return 0

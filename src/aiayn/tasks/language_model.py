@@ -30,7 +30,7 @@ from aiayn.config import Config, DecoderLMConfig, _fail
 from aiayn.data.special import BOS, EOS, PAD, UNK
 from aiayn.data.stdlib_corpus import Document, load_text_corpus
 from aiayn.data.tokenizer import Tokenizer
-from aiayn.errors import UserError
+from aiayn.errors import ConfigError, UserError
 from aiayn.families import LANGUAGE_MODEL as FAMILY
 from aiayn.folder import load_model, save_model
 from aiayn.generation.lm import stream as stream_tokens
@@ -242,20 +242,39 @@ class LanguageModel:
                seed: int | None = None) -> Iterator[str]:
         """The continuation of `prompt`, piece by piece as tokens are produced (KV cache).
         temperature 0 is greedy. A piece is held back while it ends in an incomplete character.
-        Bad options raise UserError here, before the first token is computed."""
+        Past the model's max_len the context slides (the last max_len tokens are kept, as in
+        nanoGPT). Bad options raise errors here, before the first token is computed."""
         ids = torch.tensor([[BOS, *self.tokenizer.encode(prompt)]], device=self.device)
         tokens = stream_tokens(self.model, ids, max_new_tokens, temperature=temperature,
                                top_k=top_k, top_p=top_p, seed=seed, eos_id=EOS, pad_id=PAD,
-                               banned=(PAD, BOS, UNK))
-        return self._pieces(tokens)
+                               banned=(PAD, BOS, UNK), sliding_window=True)
+        return self._pieces(int(t) for t in tokens)
 
-    def _pieces(self, tokens: Iterator[Tensor]) -> Iterator[str]:
+    def generate_batch(self, prompts: Sequence[str], max_new_tokens: int = 100,
+                       num_samples: int = 1, temperature: float = 1.0, top_k: int | None = None,
+                       top_p: float | None = None, seed: int | None = None) -> list[list[str]]:
+        """`num_samples` continuations of each prompt, decoded together in one batch (prompts of
+        different lengths are left-padded and masked; a row's result is what it would be alone
+        when greedy). Returns one list of samples per prompt."""
+        if num_samples < 1:
+            raise ConfigError(f"num_samples={num_samples}: must be a positive integer")
+        rows = [[BOS, *self.tokenizer.encode(p)] for p in prompts for _ in range(num_samples)]
+        if not rows:
+            return []
+        steps = list(stream_tokens(self.model, rows, max_new_tokens, temperature=temperature,
+                                   top_k=top_k, top_p=top_p, seed=seed, eos_id=EOS, pad_id=PAD,
+                                   banned=(PAD, BOS, UNK), sliding_window=True))
+        new = torch.stack(steps, 1).tolist() if steps else [[] for _ in rows]
+        texts = ["".join(self._pieces(iter(r))) for r in new]
+        return [texts[i:i + num_samples] for i in range(0, len(texts), num_samples)]
+
+    def _pieces(self, tokens: Iterator[int]) -> Iterator[str]:
         out: list[int] = []
         shown = ""
         for token in tokens:
-            if int(token) == EOS:
+            if token in (EOS, PAD):  # PAD: the row ended (EOS) while others went on
                 break
-            out.append(int(token))
+            out.append(token)
             text = self.tokenizer.decode(out)
             if text.endswith("\ufffd"):  # a byte-level token that ends mid-character
                 continue

@@ -238,8 +238,10 @@ class Translator:
         self.meta = dict(meta or {})
 
     @classmethod
-    def load(cls, folder: str | Path, device: str | torch.device = "cpu") -> Translator:
-        model, meta = load_model(folder, device, expect=FAMILY)
+    def load(cls, folder: str | Path, device: str | torch.device = "cpu",
+             checkpoint: int | None = None) -> Translator:
+        """The model folder's translator; with `checkpoint`, the weights of that saved step."""
+        model, meta = load_model(folder, device, expect=FAMILY, checkpoint=checkpoint)
         tokenizer = Tokenizer.load(folder)
         if tokenizer.vocab_size > model.config.vocab_size:
             raise UserError(f"{folder}: tokenizer has {tokenizer.vocab_size} tokens but the model "

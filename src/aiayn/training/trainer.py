@@ -32,9 +32,8 @@ from torch import Tensor, nn
 from tqdm.auto import tqdm
 
 from aiayn.config import TrainConfig
-from aiayn.folder import WEIGHTS_FILE, atomic_write, load_weights, save_model
+from aiayn.folder import WEIGHTS_FILE, atomic_write, checkpoint_path, load_weights, save_model
 from aiayn.training.checkpoint import (
-    checkpoint_path,
     load_train_state,
     prune_checkpoints,
     rng_state,
