@@ -1,0 +1,406 @@
+"""Translation side by side: aiayn vs fairseq on the gettext EN->DE corpus (issue 11, part 1).
+
+Both systems train the same model on the same data for the same wall-clock budget and threads, and
+are scored the same way. Measured, per system and seed:
+  - updates in the budget and training target tokens/s (non-pad target tokens incl. EOS / s);
+  - test sacreBLEU and chrF (beam 4, one sacrebleu scorer in this process on both systems'
+    detokenized output, the same sentences) at equal updates (the latest checkpoint step both
+    reached) and at equal time (the final weights);
+  - greedy and beam-4 decoding sentences/s at batch 64: wall clock of translating the whole test
+    set (raw text in, detokenized text out, sub-word encode/decode included), model loading
+    excluded: `aiayn eval` times it itself; for fairseq a few lines run in its venv time
+    `TransformerModel.from_pretrained(...).translate()` (the hub interface, fairseq's own
+    SequenceGenerator, length-sorted batches of 64), since fairseq-generate/-interactive report
+    only model time or totals including loading.
+
+Setup (done by the script, idempotent): a venv for fairseq under benchmarks/.peers/ with the CPU
+torch 2.13.0 and the PyPI source package fairseq-fixed 0.12.3.1; the corpus from
+`aiayn data gettext`; for fairseq a sentencepiece BPE model (8k, joint, on the training split) and
+`fairseq-preprocess --joined-dictionary`; aiayn trains its own 8k joint BPE (configs/gettext-small).
+Model: d_model 256, 4 heads, d_ff 1024, 3+3 post-norm layers, all embeddings shared; recipe:
+dropout 0.1, no attention dropout, label smoothing 0.1, Adam (0.9, 0.98, 1e-9), inverse-sqrt
+schedule with 400 warmup updates to 1e-3, clip 1.0, ~2k target tokens per update.
+Search for both: beam 4 (or 1), score / length (fairseq --lenpen 1 = aiayn --length-penalty avg
+--alpha 1), at most source length + 50 tokens.
+
+    python benchmarks/vs_fairseq.py                        # 12 min of training per system, seed 0
+    python benchmarks/vs_fairseq.py --seeds 0 1 --threads 2 --record   # append to RESULTS.md
+    python benchmarks/vs_fairseq.py --quick                # smoke test: 1 min each, 100 sentences
+
+Run it on a quiet machine: with 2 threads and another process busy on a core, fairseq's many small
+per-parameter ops (its Adam loop) slow down far more than aiayn's (seen: 3-9 s per update instead
+of ~1). Working files go to runs/vs-fairseq/ (replaced), results to runs/vs-fairseq/results.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import sacrebleu
+
+ROOT = Path(__file__).resolve().parent.parent
+CONFIG = "gettext-small"  # the built-in config (aiayn/configs/gettext-small.yaml)
+VENV = ROOT / "benchmarks" / ".peers" / "fairseq-venv"
+VPY = VENV / "bin" / "python"
+# fairseq's install_requires without torchaudio (unused for text; no release for torch 2.13, so pip
+# would swap torch for an older, CUDA build); fairseq itself then goes in with --no-deps.
+DEPS = ["numpy", "cython", "setuptools", "wheel", "sacrebleu", "sentencepiece", "cffi", "regex",
+        "hydra-core==1.3.2", "omegaconf==2.3.0", "tqdm", "bitarray", "scikit-learn", "packaging"]
+VOCAB, MAX_LEN, AIAYN_MAX_TOKENS, BATCH = 8000, 160, 4000, 64
+
+SPM_SCRIPT = """
+import sys, sentencepiece as spm
+data, out, vocab, threads = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+spm.SentencePieceTrainer.train(input=[f"{data}/train.src", f"{data}/train.tgt"], model_type="bpe",
+    model_prefix=f"{out}/spm", vocab_size=vocab, character_coverage=1.0, num_threads=threads)
+sp = spm.SentencePieceProcessor(model_file=f"{out}/spm.model")
+for name in ("train.src", "train.tgt", "valid.src", "valid.tgt", "test.src", "test.tgt"):
+    lines = open(f"{data}/{name}", encoding="utf-8").read().split("\\n")[:-1]
+    with open(f"{out}/{name}", "w", encoding="utf-8") as f:
+        f.writelines(" ".join(p) + "\\n" for p in sp.encode(lines, out_type=str))
+"""
+DECODE_SCRIPT = """
+import json, sys, time
+from fairseq.models.transformer import TransformerModel
+ckpt, data_bin, spm_model, src, hyp, beam, batch = sys.argv[1:8]
+model = TransformerModel.from_pretrained(str(__import__("pathlib").Path(ckpt).parent),
+    checkpoint_file=ckpt.rsplit("/", 1)[1], data_name_or_path=data_bin, bpe="sentencepiece",
+    sentencepiece_model=spm_model).eval()
+model.cfg.dataset.batch_size, model.cfg.dataset.max_tokens = int(batch), None
+lines = open(src, encoding="utf-8").read().split("\\n")[:-1]
+start = time.perf_counter()
+out = model.translate(lines, beam=int(beam), lenpen=1.0, max_len_a=1, max_len_b=50)
+seconds = time.perf_counter() - start
+open(hyp, "w", encoding="utf-8").writelines(o + "\\n" for o in out)
+print(json.dumps({"seconds": seconds}))
+"""
+
+
+def run(cmd: list, env: dict | None = None, log: Path | None = None) -> str:
+    """Run a command; returns its stdout. With `log`, stderr and then stdout are kept in that file
+    (else stderr goes to the terminal). Exits with the output's tail on failure."""
+    cmd = [str(c) for c in cmd]
+    print("$ " + shlex.join("<script>" if "\n" in c else c for c in cmd), flush=True)
+    with log.open("w") if log else open(os.devnull, "w") as err:
+        done = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=err if log else None,
+                              text=True)
+        err.write(done.stdout)
+    if done.returncode:
+        tail = log.read_text(errors="replace")[-3000:] if log else done.stdout[-3000:]
+        sys.exit(f"failed ({done.returncode}): {cmd[0]} ...\n{tail}")
+    return done.stdout
+
+
+def thread_env(threads: int) -> dict:
+    env = dict(os.environ, OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads),
+               TOKENIZERS_PARALLELISM="false", PYTHONWARNINGS="ignore")
+    # torch >= 2.6 loads with weights_only=True; fairseq checkpoints hold argparse/omegaconf objects
+    env["TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD"] = "1"
+    return env
+
+
+def ensure_venv() -> float:
+    """Build (or reuse) the fairseq venv; returns the seconds the build took (0 if reused)."""
+    check = [str(VPY), "-c", "import torch, fairseq, sentencepiece; assert torch.__version__."
+             "startswith('2.13.0'), torch.__version__"]
+    if VPY.exists() and subprocess.run(check, capture_output=True).returncode == 0:
+        return 0.0
+    start = time.monotonic()
+    shutil.rmtree(VENV, ignore_errors=True)
+    run([sys.executable, "-m", "venv", VENV])
+    pip = [VPY, "-m", "pip", "install", "-q"]
+    run([*pip, "torch==2.13.0"])  # the exact pin: an unpinned torch pulls GBs of CUDA libraries
+    run([*pip, *DEPS])
+    # C++/Cython extensions are built against the torch installed above
+    run([*pip, "--no-build-isolation", "--no-deps", "fairseq-fixed==0.12.3.1"])
+    run(check)
+    return time.monotonic() - start
+
+
+def prepare_data(work: Path, test_lines: int | None, threads: int) -> dict:
+    """The corpus (aiayn's format), its sentencepiece encoding and fairseq's binarized copy."""
+    raw, pieces, data_bin = work / "data", work / "spm", work / "data-bin"
+    if not (data_bin / "dict.src.txt").exists():
+        shutil.rmtree(work, ignore_errors=True)
+        run(["aiayn", "data", "gettext", "--lang", "de", "--out", raw])
+        pieces.mkdir(parents=True)
+        run([VPY, "-c", SPM_SCRIPT, raw, pieces, VOCAB, threads], log=work / "spm.log")
+        run([VENV / "bin" / "fairseq-preprocess", "--source-lang", "src", "--target-lang", "tgt",
+             "--trainpref", pieces / "train", "--validpref", pieces / "valid",
+             "--joined-dictionary", "--destdir", data_bin, "--workers", threads],
+            log=work / "preprocess.log")
+    src, ref = raw / "test.src", raw / "test.tgt"
+    if test_lines:  # --quick: the first N test sentences
+        for name in ("src", "tgt"):
+            lines = (raw / f"test.{name}").read_text(encoding="utf-8").splitlines(True)
+            (work / f"test-head.{name}").write_text("".join(lines[:test_lines]), encoding="utf-8")
+        src, ref = work / "test-head.src", work / "test-head.tgt"
+    n_test = len(src.read_text(encoding="utf-8").splitlines())
+    return {"raw": raw, "bin": data_bin, "spm": pieces / "spm.model", "src": src, "ref": ref,
+            "n_test": n_test, "fairseq_max_tokens": fairseq_max_tokens(pieces)}
+
+
+def fairseq_max_tokens(pieces: Path) -> int:
+    """fairseq's --max-tokens giving the batches of aiayn's train.max_tokens (~2k target tokens).
+
+    Both pack length-sorted pairs greedily, but aiayn while (longest source + longest target + 1)
+    x sentences <= max_tokens (the source without EOS, the target with it), fairseq while
+    max(longest source, longest target) x sentences <= max_tokens (both with EOS). Packing the
+    training split's lengths both ways, this is the smallest fairseq budget that gives no more
+    batches per epoch than aiayn's (so the same sentences and target tokens per update on
+    average; 2340 for 4000 here)."""
+    src = (pieces / "train.src").read_text(encoding="utf-8").splitlines()
+    tgt = (pieces / "train.tgt").read_text(encoding="utf-8").splitlines()
+    pairs = sorted((len(s.split()), len(t.split())) for s, t in zip(src, tgt, strict=True))
+
+    def n_batches(cost, budget: int) -> int:
+        count, size, longest = 1, 0, (0, 0)
+        for s, t in pairs:
+            new = (max(longest[0], s), max(longest[1], t))
+            if size and cost(*new) * (size + 1) > budget:
+                count, size, new = count + 1, 0, (s, t)
+            size, longest = size + 1, new
+        return count
+
+    target = n_batches(lambda s, t: s + t + 1, AIAYN_MAX_TOKENS)
+    low, high = 1, AIAYN_MAX_TOKENS
+    while low < high:  # fewer batches as the budget grows
+        mid = (low + high) // 2
+        if n_batches(lambda s, t: max(s, t) + 1, mid) <= target:
+            high = mid
+        else:
+            low = mid + 1
+    return low
+
+
+def train_aiayn(out: Path, data: dict, seed: int, args) -> dict:
+    recipe = {"model.preset": "small", "model.dropout": 0.1, "model.attn_dropout": 0.0,
+              "model.norm_first": "false", "model.max_len": MAX_LEN, "data.corpus": "null",
+              "data.corpus_dir": data["raw"], "data.vocab_size": VOCAB,
+              "train.max_tokens": AIAYN_MAX_TOKENS, "train.lr": 1e-3, "train.warmup_steps": 400,
+              "train.adam_beta1": 0.9, "train.adam_beta2": 0.98, "train.adam_eps": 1e-9,
+              "train.label_smoothing": 0.1, "train.clip_norm": 1.0, "train.seed": seed,
+              "train.max_minutes": args.minutes, "train.threads": args.threads,
+              "train.eval_every": 0, "train.save_every": args.save_every,
+              "train.keep_last_n": 100000, "train.progress": "false", "train.tensorboard": "false"}
+    run(["aiayn", "train", CONFIG, *(f"{k}={v}" for k, v in recipe.items()), "--out", out],
+        env=thread_env(args.threads), log=out.with_suffix(".log"))
+    import torch  # only to read the documented train_state.pt (step, tokens, elapsed)
+
+    state = torch.load(out / "train_state.pt", map_location="cpu", weights_only=True)
+    return {"updates": state["step"], "tokens": state["tokens"], "seconds": state["elapsed"]}
+
+
+def train_fairseq(out: Path, data: dict, seed: int, args) -> dict:
+    log = out.with_suffix(".log")
+    arch = []
+    for side in ("encoder", "decoder"):
+        arch += [f"--{side}-embed-dim", 256, f"--{side}-ffn-embed-dim", 1024,
+                 f"--{side}-attention-heads", 4, f"--{side}-layers", 3]
+    recipe = [  # the same recipe as train_aiayn's, in fairseq's flags
+        "--share-all-embeddings", "--dropout", 0.1, "--attention-dropout", 0,
+        "--activation-dropout", 0, "--max-source-positions", MAX_LEN,
+        "--max-target-positions", MAX_LEN, "--criterion", "label_smoothed_cross_entropy",
+        "--label-smoothing", 0.1, "--optimizer", "adam", "--adam-betas", "(0.9, 0.98)",
+        "--adam-eps", 1e-9, "--weight-decay", 0, "--lr", 1e-3, "--lr-scheduler", "inverse_sqrt",
+        "--warmup-updates", 400, "--clip-norm", 1.0, "--seed", seed,
+        # batches as aiayn's (see fairseq_max_tokens); no rounding of batch sizes to multiples of 8
+        "--max-tokens", data["fairseq_max_tokens"], "--required-batch-size-multiple", 1]
+    run([VENV / "bin" / "fairseq-train", data["bin"], "--task", "translation",
+         "--arch", "transformer", *arch, *recipe, "--cpu", "--num-workers", 0,  # no loader process
+         "--stop-time-hours", args.minutes / 60, "--disable-validation", "--save-dir", out,
+         "--save-interval-updates", args.save_every, "--no-epoch-checkpoints",
+         "--log-format", "json", "--log-interval", 50],
+        env=thread_env(args.threads), log=log)
+    updates = tokens = seconds = 0
+    for line in log.read_text().splitlines():  # end-of-epoch records (the last one partial)
+        if "| train |" in line:
+            stats = json.loads(line[line.index("{"):])
+            n = int(stats["train_num_updates"])
+            tokens += float(stats["train_wpb"]) * (n - updates)
+            # "wall": seconds since the trainer started (fairseq rounds it to whole seconds)
+            updates, seconds = n, float(stats["train_wall"])
+    return {"updates": updates, "tokens": round(tokens), "seconds": seconds}
+
+
+def aiayn_step_model(run_dir: Path, step: int, final: int) -> Path:
+    """A model folder holding the weights of numbered checkpoint `step` (the layout of
+    training/checkpoint.py: checkpoints/step_XXXXXXXX.safetensors), via `aiayn average --last 1`."""
+    if step == final:
+        return run_dir
+    staging = run_dir.with_name(f"{run_dir.name}-ckpt{step}")
+    out = run_dir.with_name(f"{run_dir.name}-step{step}")
+    for folder in (staging, out):
+        shutil.rmtree(folder, ignore_errors=True)
+    (staging / "checkpoints").mkdir(parents=True)
+    for item in run_dir.iterdir():  # config, tokenizer; not the training state
+        if item.is_file() and item.name not in ("train_state.pt", "model.safetensors"):
+            shutil.copy2(item, staging / item.name)
+    name = f"step_{step:08d}.safetensors"
+    os.link(run_dir / "checkpoints" / name, staging / "checkpoints" / name)
+    run(["aiayn", "average", "--model", staging, "--last", 1, "--out", out])
+    shutil.rmtree(staging)
+    return out
+
+
+def fairseq_step_model(save_dir: Path, step: int, final: int) -> Path:
+    if step == final:
+        return save_dir / "checkpoint_last.pt"
+    return next(save_dir.glob(f"checkpoint_*_{step}.pt"))
+
+
+def decode(system: str, model: Path, data: dict, beam: int, hyp: Path, threads: int) -> float:
+    """Translate the test set (batch 64); returns the wall-clock seconds of decoding alone."""
+    if system == "aiayn":
+        out = run(["aiayn", "eval", "--model", model, "--src", data["src"], "--ref", data["ref"],
+                   "--beam", beam, "--length-penalty", "avg", "--alpha", 1.0, "--batch-size", BATCH,
+                   "--json", "--hyp", hyp], env=thread_env(threads), log=hyp.with_suffix(".log"))
+    else:
+        out = run([VPY, "-c", DECODE_SCRIPT, model.resolve(), data["bin"].resolve(), data["spm"],
+                   data["src"], hyp, beam, BATCH], env=thread_env(threads),
+                  log=hyp.with_suffix(".log"))
+    return float(json.loads(out[out.index("{"):])["seconds"])
+
+
+def score(hyp: Path, ref: Path) -> dict:
+    """sacreBLEU and chrF of detokenized hypotheses, one scorer for both systems."""
+    hyps = hyp.read_text(encoding="utf-8").splitlines()
+    refs = ref.read_text(encoding="utf-8").splitlines()
+    assert len(hyps) == len(refs), (hyp, len(hyps), len(refs))
+    bleu, chrf = sacrebleu.metrics.BLEU(), sacrebleu.metrics.CHRF()
+    return {"bleu": round(bleu.corpus_score(hyps, [refs]).score, 2),
+            "chrf": round(chrf.corpus_score(hyps, [refs]).score, 2),
+            "hyp_words": round(sum(len(h.split()) for h in hyps) / max(len(hyps), 1), 2),
+            "bleu_signature": str(bleu.get_signature()),
+            "chrf_signature": str(chrf.get_signature())}
+
+
+def run_seed(work: Path, data: dict, seed: int, args) -> dict:
+    """Train both systems, then score and time them; returns {system: results}."""
+    dirs = {"aiayn": work / f"aiayn-s{seed}", "fairseq": work / f"fairseq-s{seed}"}
+    for path in dirs.values():
+        shutil.rmtree(path, ignore_errors=True)
+    res = {"aiayn": train_aiayn(dirs["aiayn"], data, seed, args),
+           "fairseq": train_fairseq(dirs["fairseq"], data, seed, args)}
+    common = min(r["updates"] for r in res.values()) // args.save_every * args.save_every
+    for system, r in res.items():
+        r["tokens_per_s"] = round(r["tokens"] / r["seconds"], 1)
+        models = {"final": (dirs[system], r["updates"])}
+        if common:
+            models["equal_updates"] = (dirs[system], common)
+        for when, (folder, step) in models.items():
+            model = (aiayn_step_model if system == "aiayn" else fairseq_step_model)(
+                folder, step, r["updates"])
+            for beam in ([4, 1] if when == "final" else [4]):
+                hyp = work / f"{system}-s{seed}-{when}-beam{beam}.hyp"
+                seconds = decode(system, model, data, beam, hyp, args.threads)
+                if beam == 4:
+                    r[when] = {"step": step, **score(hyp, data["ref"])}
+                if when == "final":
+                    r[f"beam{beam}_sentences_per_s"] = round(data["n_test"] / seconds, 1)
+    return res
+
+
+ROWS = [  # (label, how to read it from one system's results)
+    ("updates", lambda r: r["updates"]),
+    ("training target tokens/s", lambda r: r["tokens_per_s"]),
+    ("BLEU at equal updates", lambda r: r.get("equal_updates", {}).get("bleu")),
+    ("chrF at equal updates", lambda r: r.get("equal_updates", {}).get("chrf")),
+    ("BLEU at equal time (final)", lambda r: r["final"]["bleu"]),
+    ("chrF at equal time (final)", lambda r: r["final"]["chrf"]),
+    ("greedy decoding sentences/s", lambda r: r["beam1_sentences_per_s"]),
+    ("beam-4 decoding sentences/s", lambda r: r["beam4_sentences_per_s"]),
+    ("words per beam-4 translation (final)", lambda r: r["final"]["hyp_words"]),
+]
+
+
+def table(results: dict) -> str:
+    """Markdown: one row per seed and measure, with aiayn / fairseq; a mean over seeds if > 1."""
+    lines = ["| seed | measure | aiayn | fairseq | aiayn / fairseq |", "|---|---|---:|---:|---:|"]
+    seeds = list(results)
+    for seed in seeds + (["mean"] if len(seeds) > 1 else []):
+        for label, get in ROWS:
+            if seed == "mean":
+                values = [[get(results[s][k]) for s in seeds] for k in ("aiayn", "fairseq")]
+                a, f = (None if None in v else sum(v) / len(v) for v in values)
+            else:
+                a, f = get(results[seed]["aiayn"]), get(results[seed]["fairseq"])
+                if label.endswith("equal updates") and a is not None:
+                    label += f" ({results[seed]['aiayn']['equal_updates']['step']})"
+            ratio = f"{a / f:.2f}x" if a is not None and f else "n/a"
+            lines.append(f"| {seed} | {label} | {fmt(a)} | {fmt(f)} | {ratio} |")
+    return "\n".join(lines)
+
+
+def fmt(value) -> str:
+    if value is None:
+        return "n/a"
+    return f"{value:,}" if isinstance(value, int) else f"{value:,.1f}"
+
+
+def record(text: str, command: str, args) -> None:
+    with (ROOT / "benchmarks" / "RESULTS.md").open("a", encoding="utf-8") as f:
+        f.write("\n## Translation: aiayn vs fairseq on gettext EN->DE "
+                "(`benchmarks/vs_fairseq.py`)\n\n"
+                f"{datetime.date.today().isoformat()}; {args.minutes:g} min of training per "
+                f"system, {args.threads} thread(s), 2-core CPU machine.\n\n"
+                f"    {command}\n\n{text}\n")
+
+
+def main(argv: list[str] | None = None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--minutes", type=float,
+                        help="training budget per system (default 12; 1 with --quick)")
+    parser.add_argument("--threads", type=int, default=2, help="CPU threads for both (default 2)")
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0])
+    parser.add_argument("--save-every", type=int,
+                        help="checkpoint interval in updates (default 200; 20 with --quick)")
+    parser.add_argument("--quick", action="store_true",
+                        help="smoke test: tiny budget, the first 100 test sentences")
+    parser.add_argument("--work", default="runs/vs-fairseq", help="working folder (runs replaced)")
+    parser.add_argument("--json", default=None, help="results file (default WORK/results.json)")
+    parser.add_argument("--record", action="store_true",
+                        help="append the table to benchmarks/RESULTS.md")
+    args = parser.parse_args(argv)
+    args.minutes = args.minutes or (1.0 if args.quick else 12.0)
+    args.save_every = args.save_every or (20 if args.quick else 200)
+    argv = sys.argv[1:] if argv is None else argv
+    command = "python benchmarks/vs_fairseq.py " + shlex.join(argv)
+    work = Path(args.work).resolve()
+
+    build = ensure_venv()
+    print(f"fairseq venv: {f'built in {build:.0f} s' if build else 'reused'} ({VENV})", flush=True)
+    data = prepare_data(work, 100 if args.quick else None, args.threads)
+    print(f"batches: aiayn train.max_tokens={AIAYN_MAX_TOKENS} (src + tgt) = fairseq --max-tokens "
+          f"{data['fairseq_max_tokens']} (max(src, tgt)); test: {data['n_test']} sentences",
+          flush=True)
+    results = {seed: run_seed(work, data, seed, args) for seed in args.seeds}
+    text = table(results)
+    final = results[args.seeds[0]]["aiayn"]["final"]
+    text += (f"\n\nBLEU: `{final['bleu_signature']}`; chrF: `{final['chrf_signature']}`. "
+             f"Beam 4 and greedy, batch {BATCH}, score / length, max source length + 50.")
+    print("\n" + text)
+    report = {"command": command, "date": datetime.datetime.now().isoformat(timespec="seconds"),
+              "minutes": args.minutes, "threads": args.threads, "test_sentences": data["n_test"],
+              "aiayn_max_tokens": AIAYN_MAX_TOKENS,
+              "fairseq_max_tokens": data["fairseq_max_tokens"],
+              "venv_build_seconds": round(build), "results": results}
+    out = Path(args.json) if args.json else work / "results.json"
+    out.write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n")
+    print(f"results: {out}")
+    if args.record:
+        record(text, command, args)
+    return report
+
+
+if __name__ == "__main__":
+    main()
