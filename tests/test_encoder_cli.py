@@ -240,3 +240,13 @@ def test_config_files_are_valid(name):
         assert exp.train.lr == CLASSIFY_TRAIN_DEFAULTS["lr"]
     else:  # fine-tuning a pretrained encoder starts from BERT's lower peak lr
         assert exp.train.lr == 5e-5 and exp.train.lr_schedule == "cosine"
+
+
+def test_python_api_uses_the_same_defaults_as_the_cli():
+    from aiayn.config import TrainConfig
+    from aiayn.tasks.text_classification import CLASSIFY_TRAIN_DEFAULTS, experiment
+
+    exp = experiment(None, data={"corpus": "gettext-origin"})
+    assert exp.train == TrainConfig.from_dict(CLASSIFY_TRAIN_DEFAULTS)
+    assert exp.train.lr_schedule == "cosine" and exp.train.label_smoothing == 0.0
+    assert experiment(None, ["model.init=minilm"], data={"corpus": "gettext-origin"}).train.lr == 5e-5

@@ -35,3 +35,18 @@ def test_default_recipe_reaches_97_percent_on_digits(tmp_path, capsys):
     capsys.readouterr()
     assert main(["vit", "eval", "--model", str(tmp_path / "m")]) == 0
     assert f"accuracy {test:.2f}%" in capsys.readouterr().out
+
+
+def test_python_api_uses_the_same_defaults_as_the_cli():
+    """experiment() in Python gets the ViT recipe (not TrainConfig's translation schedule),
+    the same typed configs as `aiayn vit train` with no config, and as the shipped file."""
+    from aiayn.config import TrainConfig
+    from aiayn.tasks.image_classification import experiment
+
+    exp = experiment()
+    assert exp.train == TrainConfig.from_dict(VIT_TRAIN_DEFAULTS)
+    assert exp.train.lr_schedule == "cosine" and exp.train.lr_schedule != TrainConfig().lr_schedule
+    shipped = experiment("vit-digits")
+    assert shipped.train == exp.train and shipped.data == exp.data
+    assert shipped.model_config(image_size=8, channels=1, n_classes=10) == \
+        exp.model_config(image_size=8, channels=1, n_classes=10)
