@@ -197,7 +197,10 @@ def test_real_process_errors_and_invalid_utf8_stdin(trained):
     assert proc.stdout == b""
 
 
-def test_ctrl_c_saves_and_exits_130_then_resume_finishes(tmp_path):
+@pytest.mark.parametrize("sig, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_ctrl_c_or_sigterm_saves_and_exits_then_resume_finishes(tmp_path, sig, code):
+    """Ctrl-C and SIGTERM (how Slurm, Docker and Kubernetes stop a job) both save the last
+    completed update and exit 128 + the signal number."""
     config = write_config(tmp_path, max_steps=100_000, save_every=0, log_every=1)
     out = tmp_path / "model"
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
@@ -208,11 +211,12 @@ def test_ctrl_c_saves_and_exits_130_then_resume_finishes(tmp_path):
             len((out / "metrics.jsonl").read_text().splitlines()) < 3:
         assert time.monotonic() < deadline and proc.poll() is None
         time.sleep(0.2)
-    proc.send_signal(signal.SIGINT)
+    proc.send_signal(sig)
     _, err = proc.communicate(timeout=60)
-    assert proc.returncode == 130
+    assert proc.returncode == code
     lines = err.decode().strip().splitlines()
-    assert lines[-1].startswith("aiayn: interrupted at step ") and "Traceback" not in err.decode()
+    how = "interrupted" if sig == signal.SIGINT else "stopped by SIGTERM"
+    assert lines[-1].startswith(f"aiayn: {how} at step ") and "Traceback" not in err.decode()
     state_step = int(lines[-1].split("step ")[1].split(";")[0])
     import torch
     state = torch.load(out / "train_state.pt", weights_only=True)
@@ -227,6 +231,8 @@ def test_ctrl_c_saves_and_exits_130_then_resume_finishes(tmp_path):
     (["eval", "--model", "m", "--src", "s", "--ref", "r", "--batch-size", "-1"],
      "argument --batch-size: -1: must be a positive"),
     (["trian", "demo"], "invalid choice: 'trian'"),
+    (["translate", "--model", "m", "--device", "tpu", "x"], "argument --device: must be one of"),
+    (["translate", "--model", "m", "--alpha", "nan", "x"], "argument --alpha: nan: must be a finite"),
 ])
 def test_bad_flags_are_one_line_errors_naming_the_flag(capsys, argv, message):
     with pytest.raises(SystemExit) as info:
@@ -243,3 +249,90 @@ def test_translate_refuses_a_folder_of_another_family(tmp_path, capsys):
     save_model(tmp_path / "lm", "decoder_lm", DecoderLM(lm_preset("tiny")))
     code, _, err = run(capsys, "translate", "--model", tmp_path / "lm", "hello")
     assert code == 2 and "a 'decoder_lm' model, not a translation model" in err
+
+
+@pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="needs a machine without CUDA")
+def test_unavailable_device_is_one_line_before_any_folder(capsys, tmp_path):
+    code, _, err = run(capsys, "train", "demo", "train.device=cuda", "--out", tmp_path / "x")
+    assert code == 2 and err.count("\n") == 1
+    assert "train: device='cuda': CUDA is not available on this machine" in err
+    assert not (tmp_path / "x").exists()
+    with pytest.raises(SystemExit):
+        main(["translate", "--model", str(tmp_path / "x"), "--device", "cuda", "hi"])
+    assert "argument --device: CUDA is not available" in capsys.readouterr().err
+
+
+def test_a_run_stopped_before_its_first_checkpoint_is_no_dead_end(tmp_path, capsys):
+    """Killed after the tokenizer was written but before any checkpoint: --resume says to start
+    again, and a fresh run in the same folder does (the leftovers are aiayn's own)."""
+    from aiayn.training.checkpoint import STARTED_MARKER
+
+    config = write_config(tmp_path)
+    out = tmp_path / "model"
+    out.mkdir()
+    (out / STARTED_MARKER).touch()
+    (out / "tokenizer.json").write_text("{}")
+    (out / "metrics.jsonl").write_text('{"step": 1, "loss": 9.0}\n')
+    code, _, err = run(capsys, "train", config, "--resume")
+    assert code == 2 and "stopped before its first checkpoint" in err
+    code, out_text, _ = run(capsys, "train", config, "train.max_steps=2")
+    assert code == 0 and "trained 2 steps" in out_text
+    assert '"loss": 9.0' not in (out / "metrics.jsonl").read_text()
+    mine = tmp_path / "mine"  # a folder of the user's own with the same names is never touched
+    mine.mkdir()
+    (mine / "tokenizer.json").write_text("{}")
+    code, _, err = run(capsys, "train", config, "--out", mine)
+    assert code == 2 and "already exists" in err and (mine / "tokenizer.json").exists()
+
+
+def test_a_run_logged_to_a_file_gets_plain_lines_and_one_line_per_evaluation(tmp_path):
+    config = write_config(tmp_path, max_steps=6, log_every=2, eval_every=3, progress=True)
+    proc = subprocess.run([sys.executable, "-m", "aiayn", "train", str(config)],
+                          capture_output=True, timeout=300)
+    err = proc.stderr.decode()
+    assert proc.returncode == 0, err
+    assert "\r" not in err  # no carriage-return bar in a log file
+    assert "step 2 | loss " in err and " tok/s | " in err and "left" in err
+    evals = [line for line in err.splitlines() if "valid loss" in line]
+    assert [line.split(" |")[0] for line in evals] == ["step 3", "step 6"]
+    assert "valid bleu" in evals[0]
+
+
+def test_a_time_budget_ends_with_checkpoints_spaced_for_averaging(tmp_path, capsys):
+    """§6.1 averages checkpoints written close together at the end of the run: with
+    max_minutes, the last keep_last_n are written final_checkpoint_spacing x budget apart."""
+    from aiayn.folder import list_checkpoints
+    from aiayn.training.checkpoint import load_train_state
+
+    config = write_config(tmp_path, max_steps=1_000_000, max_minutes=0.1, save_every=0,
+                          keep_last_n=3, final_checkpoint_spacing=0.2, log_every=1000)
+    code, _, _ = run(capsys, "train", config)
+    assert code == 0
+    steps = [s for s, _ in list_checkpoints(tmp_path / "model")]
+    final = load_train_state(tmp_path / "model")["step"]
+    assert len(steps) == 3 and steps[-1] == final
+    assert steps[0] > 0.4 * final  # written at 60% and 80% of the budget, not early on
+
+
+@pytest.mark.parametrize("precision", ["bf16", "fp16"])
+def test_mixed_precision_trains_like_fp32(tmp_path, capsys, precision):
+    """Autocast (CPU here) learns as fp32 does: the same falling loss within a few percent."""
+    losses = {}
+    for name in ("fp32", precision):
+        (tmp_path / name).mkdir()
+        config = write_config(tmp_path / name, max_steps=60, log_every=20, save_every=0,
+                              precision=name)
+        code, _, _ = run(capsys, "train", config)
+        assert code == 0
+        rows = [json.loads(line) for line in (tmp_path / name / "model" / "metrics.jsonl")
+                .read_text().splitlines()]
+        losses[name] = [r["loss"] for r in rows if "loss" in r]
+    assert losses[precision][-1] < 0.8 * losses[precision][0]  # it learns
+    # fp16's loss scaler skips the first updates while it finds its scale (overflows): a little
+    # behind after 60 steps.
+    tolerance = 0.05 if precision == "bf16" else 0.10
+    assert abs(losses[precision][-1] - losses["fp32"][-1]) < tolerance * losses["fp32"][-1]
+    if precision == "fp16":  # the loss scaler's state is saved for an exact resume
+        import torch
+        state = torch.load(tmp_path / "fp16" / "model" / "train_state.pt", weights_only=True)
+        assert state["scaler"]["scale"] > 0

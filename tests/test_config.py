@@ -54,3 +54,23 @@ def test_separate_layer_counts_and_int_for_float():
     cfg = TransformerConfig(n_layers=6, n_decoder_layers=2, dropout=0)
     assert (cfg.n_encoder_layers, cfg.n_decoder_layers) == (6, 2)
     assert isinstance(cfg.dropout, float)
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), float("-inf")])
+def test_non_finite_numbers_are_rejected(value):
+    from aiayn.config import TrainConfig
+
+    with pytest.raises(ValueError, match="must be a finite number"):
+        TrainConfig(lr=value, lr_schedule="constant")
+    with pytest.raises(ValueError, match="must be a finite number"):
+        TransformerConfig(dropout=value)
+
+
+def test_unknown_fields_get_a_suggestion():
+    from aiayn.config import TrainConfig
+
+    with pytest.raises(ValueError, match=r"warmup=3: unknown field for TrainConfig \(did you mean "
+                                         r"'warmup_steps'\?\)"):
+        TrainConfig.from_dict({"warmup": 3})
+    with pytest.raises(ValueError, match=r"unknown field for TrainConfig$"):
+        TrainConfig.from_dict({"zzzz": 3})

@@ -119,3 +119,50 @@ def test_averaging_warning_names_a_span_that_reaches_back_into_early_training():
     assert averaging_warning([1000], 1153) is None
     warning = averaging_warning([500, 1000, 1153], 1153)
     assert "steps 500..1153" in warning and "57%" in warning
+
+
+def test_a_metrics_line_cut_off_by_a_crash_does_not_block_resume(tmp_path):
+    from aiayn.training.metrics import MetricsLog
+
+    path = tmp_path / "metrics.jsonl"
+    path.write_text('{"step": 1, "loss": 2.0}\n{"step": 2, "loss": 1.5}\n{"step": 3, "lo')
+    log = MetricsLog(tmp_path, tensorboard=False, resume_step=2)
+    assert log.read() == [{"step": 1, "loss": 2.0}, {"step": 2, "loss": 1.5}]
+    log.close()
+    path.write_text('{"step": 1}\nnot json\n{"step": 3}\n')
+    with pytest.raises(UserError, match=r"metrics.jsonl:2: not a JSON line"):
+        MetricsLog(tmp_path, tensorboard=False).read()
+
+
+def test_average_copies_known_files_only_and_never_through_a_symlink(tmp_path):
+    folder, _ = _folder_with_checkpoints(tmp_path, [1, 2])
+    secret = tmp_path / "secret.txt"
+    secret.write_text("do not copy")
+    secret.chmod(0o600)
+    (folder / "tokenizer.json").unlink(missing_ok=True)
+    (folder / "tokenizer.json").symlink_to(secret)
+    (folder / "notes.txt").write_text("mine")
+    average_checkpoints(folder, 2, tmp_path / "avg")
+    names = {p.name for p in (tmp_path / "avg").iterdir()}
+    assert names == {"config.json", "model.safetensors"}
+
+
+def test_files_follow_the_umask_and_stale_temporaries_go_at_resume(tmp_path):
+    import os
+
+    from aiayn.folder import atomic_write_text, remove_stale_tmp
+
+    old = os.umask(0o022)
+    try:
+        atomic_write_text(tmp_path / "a.json", "{}")
+    finally:
+        os.umask(old)
+    assert (tmp_path / "a.json").stat().st_mode & 0o777 == 0o644
+    (tmp_path / "checkpoints").mkdir()
+    stale = [tmp_path / ".model.safetensors.abc123.tmp",
+             tmp_path / "checkpoints" / ".step_00000010.safetensors.x.tmp"]
+    for p in stale:
+        p.write_text("half")
+    (tmp_path / "keep.tmp").write_text("not ours")
+    assert sorted(remove_stale_tmp(tmp_path)) == sorted(stale)
+    assert not any(p.exists() for p in stale) and (tmp_path / "keep.tmp").exists()

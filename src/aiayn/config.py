@@ -7,12 +7,15 @@ bad config fails where it is written, not three layers deep in a matmul.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import json
+import math
 import typing
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, TypeVar
 
+from aiayn.devices import check_device_name
 from aiayn.errors import ConfigError
 from aiayn.presets import DECODER_LM_PRESETS, ENCODER_PRESETS, TRANSFORMER_PRESETS, VIT_PRESETS
 
@@ -20,6 +23,12 @@ ACTIVATIONS = ("relu", "gelu", "gelu_tanh")
 POSITIONS = ("sinusoidal", "learned", "none")
 
 C = TypeVar("C", bound="BlockConfig")
+
+
+def did_you_mean(name: str, choices: typing.Iterable[str]) -> str:
+    """' (did you mean 'warmup_steps'?)' for a near miss among `choices`, else ''."""
+    close = difflib.get_close_matches(name, list(choices), n=1, cutoff=0.6)
+    return f" (did you mean {close[0]!r}?)" if close else ""
 
 
 def _fail(field: str, value: Any, why: str) -> typing.NoReturn:
@@ -46,6 +55,8 @@ class Config:
             if not any(_isinstance(value, t) for t in allowed if t is not type(None)):
                 names = " or ".join(getattr(t, "__name__", str(t)) for t in allowed)
                 _fail(f.name, value, f"must be {names}")
+            if isinstance(value, float) and not math.isfinite(value):  # nan / inf: never useful
+                _fail(f.name, value, "must be a finite number")
 
     # -- presets and serialisation -----------------------------------------------------------
 
@@ -68,7 +79,8 @@ class Config:
     def from_dict(cls: type[C], data: dict[str, Any]) -> C:
         unknown = sorted(set(data) - set(cls.field_names()))
         if unknown:
-            _fail(unknown[0], data[unknown[0]], f"unknown field for {cls.__name__}")
+            _fail(unknown[0], data[unknown[0]], f"unknown field for {cls.__name__}"
+                  + did_you_mean(unknown[0], cls.field_names()))
         return cls(**data)
 
     def to_dict(self) -> dict[str, Any]:
@@ -195,6 +207,7 @@ preset = TransformerConfig.preset  # `aiayn.preset("base")`: the paper's configs
 
 
 LR_SCHEDULES = ("noam", "constant", "cosine")
+PRECISIONS = ("fp32", "bf16", "fp16")
 METRICS_FORMATS = ("jsonl", "csv")
 
 
@@ -210,31 +223,38 @@ class TrainConfig(Config):
     # the peak (reached at step = warmup_steps) and rescales the shape; `lr_scale` multiplies it.
     # "constant": linear warmup to `lr`, then flat. "cosine": linear warmup, cosine decay to 0 at
     # max_steps. Both need `lr`.
-    lr_schedule: str = "noam"
-    lr: float | None = None
-    lr_scale: float = 1.0
-    warmup_steps: int = 4000
+    lr_schedule: str = "noam"  # noam (§5.3) | constant | cosine
+    lr: float | None = None  # peak learning rate (noam: None = d_model^-0.5 warmup^-0.5)
+    lr_scale: float = 1.0  # multiplies the whole schedule
+    warmup_steps: int = 4000  # §5.3: warmup_steps = 4000
     adam_beta1: float = 0.9  # §5.3: Adam with beta1 = 0.9, beta2 = 0.98, eps = 1e-9
-    adam_beta2: float = 0.98
-    adam_eps: float = 1e-9
+    adam_beta2: float = 0.98  # §5.3
+    adam_eps: float = 1e-9  # §5.3
     weight_decay: float = 0.0  # not in the paper; AdamW-style decoupled decay when > 0
     max_steps: int = 100_000  # §5.2: base model trained for 100k steps
     max_minutes: float | None = None  # wall-clock budget for the whole run (resumes included)
-    max_tokens: int = 25_000  # §5.1: batches of ~25k target tokens
-    accum_steps: int = 1
+    max_tokens: int = 25_000  # tokens per batch (translation: source + target, §5.1 ~25k each; LM: context tokens)
+    accum_steps: int = 1  # batches summed into one update
     clip_norm: float | None = None  # not in the paper; gradient norm clipping when set
     label_smoothing: float = 0.1  # §5.4: eps_ls = 0.1
-    seed: int = 0
+    seed: int = 0  # initialisation, shuffling, dropout
     deterministic: bool = False  # torch.use_deterministic_algorithms: bitwise-reproducible runs
     threads: int | None = None  # torch.set_num_threads; None leaves torch's default
-    device: str = "cpu"
-    log_every: int = 50
+    # Mixed precision (not in the paper, which trained in fp32): autocast to bf16 or fp16 for the
+    # matmuls; the loss and softmax stay fp32; fp16 adds loss scaling (GradScaler).
+    precision: str = "fp32"  # fp32 | bf16 | fp16 (autocast; fp16 with loss scaling)
+    device: str = "auto"  # auto (CUDA when present, else MPS, else CPU), cpu, cuda, cuda:N, mps
+    log_every: int = 50  # steps between training-loss lines (metrics.jsonl, console)
     eval_every: int = 1000  # 0: only at the end
     save_every: int = 1000  # 0: only at the end (and on Ctrl-C)
     keep_last_n: int = 5  # numbered checkpoints kept for averaging (§6.1 averages the last 5)
-    metrics_format: str = "jsonl"
-    tensorboard: bool = True
-    progress: bool = True
+    # With max_minutes, the last keep_last_n checkpoints are also written this fraction of the
+    # budget apart before its end, ready for `aiayn average` (§6.1: 10-minute intervals of a
+    # 12-hour run, 1.4%); 0 = only save_every.
+    final_checkpoint_spacing: float = 0.014  # fraction of max_minutes between the last checkpoints
+    metrics_format: str = "jsonl"  # jsonl | csv
+    tensorboard: bool = True  # scalars in DIR/tb (tensorboard --logdir DIR/tb)
+    progress: bool = True  # a progress bar on a terminal, plain lines in a log file
 
     def __post_init__(self) -> None:
         self._check_types()
@@ -259,8 +279,14 @@ class TrainConfig(Config):
         for name in ("adam_beta1", "adam_beta2", "label_smoothing"):
             if not 0.0 <= getattr(self, name) < 1.0:
                 _fail(name, getattr(self, name), "must be in [0, 1)")
+        if not 0.0 <= self.final_checkpoint_spacing < 1.0 / max(self.keep_last_n, 1):
+            _fail("final_checkpoint_spacing", self.final_checkpoint_spacing,
+                  f"must be in [0, 1/keep_last_n) = [0, {1.0 / self.keep_last_n:.3g})")
         if self.weight_decay < 0:
             _fail("weight_decay", self.weight_decay, "must be non-negative")
+        check_device_name(self.device)
+        if self.precision not in PRECISIONS:
+            _fail("precision", self.precision, f"must be one of {', '.join(PRECISIONS)}")
         if self.metrics_format not in METRICS_FORMATS:
             _fail("metrics_format", self.metrics_format, f"must be one of {', '.join(METRICS_FORMATS)}")
 

@@ -43,10 +43,29 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
     os.close(fd)
     try:
         yield Path(tmp)
+        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600: use the user's umask like open()
         os.replace(tmp, path)
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def remove_stale_tmp(folder: str | Path) -> list[Path]:
+    """Delete the temporary files a killed writer left (".NAME.XXXX.tmp", in the folder and its
+    checkpoints/). Only for the folder's own writer (a resumed run), never while another
+    process may be writing there."""
+    folder = Path(folder)
+    stale = [p for d in (folder, folder / CHECKPOINT_DIR) if d.is_dir()
+             for p in d.glob(".*.tmp") if p.is_file() and not p.is_symlink()]
+    for p in stale:
+        p.unlink(missing_ok=True)
+    return stale
 
 
 def atomic_write_text(path: str | Path, text: str) -> None:

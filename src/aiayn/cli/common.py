@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from collections.abc import Callable
 
@@ -18,6 +19,28 @@ def positive_int(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"{value}: must be a positive integer")
     return value
+
+
+def finite_float(text: str) -> float:
+    """argparse type: a finite number (`--alpha nan` is refused with the flag's name)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"{text}: must be a finite number")
+    return value
+
+
+def device(text: str) -> str:
+    """argparse type: a device this machine has (`--device cuda` on a CPU machine is refused)."""
+    from aiayn.devices import resolve_device
+    from aiayn.errors import ConfigError
+
+    try:
+        return resolve_device(text)
+    except ConfigError as e:
+        raise argparse.ArgumentTypeError(str(e).removeprefix(f"device={text!r}: ")) from None
 
 
 def read_stdin_lines() -> list[str]:
@@ -82,11 +105,13 @@ def split_overrides(args: argparse.Namespace) -> list[str]:
 
 def report_training(result, out, details: str = "") -> int:
     """The last line of every training command (steps, time, why it stopped, then `details`,
-    e.g. the validation scores); the exit code: 130 when interrupted (saved, resumable)."""
+    e.g. the validation scores); the exit code: 130 (Ctrl-C) or 143 (SIGTERM) when interrupted
+    (saved, resumable)."""
     if result.interrupted:
-        print(f"aiayn: interrupted at step {result.step}; saved to {out} "
+        how = "stopped by SIGTERM" if result.stopped_by == "sigterm" else "interrupted"
+        print(f"aiayn: {how} at step {result.step}; saved to {out} "
               f"(continue with --resume)", file=sys.stderr)
-        return 130
+        return result.exit_code
     print(f"trained {result.step} steps in {result.seconds:.0f} s (stopped by "
           f"{result.stopped_by}){details}; model saved in {out}")
     return 0

@@ -1,28 +1,42 @@
-"""`aiayn configs`: the built-in configs, usable by name from anywhere (`aiayn train demo`).
+"""`aiayn configs`: the built-in configs, usable by name from anywhere (`aiayn train demo`), and
+every settable key.
 
-    aiayn configs                 name, task, command and description of each
-    aiayn configs NAME            print one (a starting point for a config of your own)
+    aiayn configs                          name, command and description of each built-in config
+    aiayn configs NAME                     print one (a starting point for a config of your own)
+    aiayn configs --keys [SECTION]         every key of model / data / train: type, default, meaning
+                     [--task TASK]         (the task's own model and data keys; default translation)
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import importlib
+import inspect
+import re
 
 from aiayn.errors import UserError
 
+TASKS = ("translation", "language_model", "text_classification", "image_classification")
+_FIELD_LINE = re.compile(r"^\s+(\w+): [^#=]+(?:=[^#]*)?(?:#\s*(.*))?$")
+
 
 def register(sub) -> None:
-    p = sub.add_parser("configs", help="list the built-in configs (or print one)",
+    p = sub.add_parser("configs", help="list the built-in configs and the keys they can set",
                        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("name", nargs="?", help="print this config")
+    p.add_argument("name", nargs="?", help="print this built-in config")
+    p.add_argument("--keys", nargs="?", const="all", choices=("all", "model", "data", "train"),
+                   help="list the keys of a section (default: all sections)")
+    p.add_argument("--task", choices=TASKS, default="translation",
+                   help="whose model and data keys (default translation)")
     p.set_defaults(func=_configs)
 
 
 def _configs(args: argparse.Namespace) -> int:
-    import importlib
-
     from aiayn.training.experiment import builtin_configs, describe_config
 
+    if args.keys:
+        return _keys(args.task, args.keys)
     configs = builtin_configs()
     if args.name:
         if args.name not in configs:
@@ -38,4 +52,41 @@ def _configs(args: argparse.Namespace) -> int:
     width = [max(len(r[i]) for r in rows) for i in range(2)]
     for name, command, description in rows:
         print(f"{name:{width[0]}}  {command:{width[1]}}  {description}")
+    return 0
+
+
+def field_docs(cls: type) -> list[tuple[str, str, str, str]]:
+    """(name, type, default, meaning) of every field of a typed config; the meaning is the
+    comment on the field's line in the source (of the class that declares it last)."""
+    comments: dict[str, str] = {}
+    for klass in reversed(cls.__mro__):
+        if dataclasses.is_dataclass(klass) and "__dataclass_fields__" in vars(klass):
+            for line in inspect.getsource(klass).splitlines():
+                m = _FIELD_LINE.match(line)
+                if m and m.group(1) in vars(klass).get("__annotations__", {}):
+                    comments[m.group(1)] = (m.group(2) or "").strip()
+    rows = []
+    for f in dataclasses.fields(cls):
+        kind = f.type if isinstance(f.type, str) else getattr(f.type, "__name__", str(f.type))
+        default = f.default if f.default is not dataclasses.MISSING else f.default_factory()
+        rows.append((f.name, kind, repr(default), comments.get(f.name, "")))
+    return rows
+
+
+def _keys(task_name: str, section: str) -> int:
+    task = importlib.import_module(f"aiayn.tasks.{task_name}").TASK
+    from aiayn.config import TrainConfig
+
+    sections = {"model": task.model_config, "data": task.data_config, "train": TrainConfig}
+    defaults = task.defaults({})
+    for name, cls in sections.items():
+        if section not in ("all", name):
+            continue
+        print(f"{name}: ({cls.__name__}{', ' + task.name + ' defaults' if name == 'train' else ''})")
+        for key, kind, default, meaning in field_docs(cls):
+            if name == "train" and key in defaults:
+                default = repr(defaults[key])
+            if name == "model" and key in task.set_by_data:
+                meaning = task.set_by_data[key]
+            print(f"  {name}.{key}  ({kind}, default {default})  {meaning}".rstrip())
     return 0

@@ -137,7 +137,7 @@ def _run(exp, out: Path, beam: int, test_limit: int | None) -> int:
         if result.interrupted:
             shutil.rmtree(tmp, ignore_errors=True)
             print(f"aiayn: interrupted; {out} left as it was", file=sys.stderr)
-            return 130
+            return result.exit_code
         _say(f"trained {result.step} steps in {result.seconds:.0f} s")
         test = (translation.load_pairs(exp.data).get("test") or [])[:test_limit]
         if not test:

@@ -18,6 +18,7 @@ import argparse
 import sys
 
 from aiayn.cli.common import (
+    finite_float,
     positive_int,
     report_training,
     say,
@@ -53,9 +54,9 @@ def register(sub) -> None:
     gen.add_argument("--num-samples", type=positive_int, default=1,
                      help="continuations per prompt, decoded in one batch (default 1)")
     gen.add_argument("--max-new-tokens", type=int, default=100)
-    gen.add_argument("--temperature", type=float, default=1.0, help="0 = greedy")
+    gen.add_argument("--temperature", type=finite_float, default=1.0, help="0 = greedy")
     gen.add_argument("--top-k", type=int, default=None)
-    gen.add_argument("--top-p", type=float, default=None)
+    gen.add_argument("--top-p", type=finite_float, default=None)
     gen.add_argument("--seed", type=int, default=None)
     gen.set_defaults(func=_generate)
 

@@ -17,6 +17,8 @@ import sys
 import time
 
 from aiayn.cli.common import (
+    device,
+    finite_float,
     positive_int,
     read_stdin_lines,
     report_training,
@@ -65,11 +67,12 @@ def register(sub) -> None:
 def _model_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", required=True, help="model folder")
     p.add_argument("--beam", type=positive_int, default=4, help="beam size; 1 = greedy (default 4, §6.1)")
-    p.add_argument("--alpha", type=float, default=0.6, help="length penalty alpha (default 0.6)")
+    p.add_argument("--alpha", type=finite_float, default=0.6, help="length penalty alpha (default 0.6)")
     p.add_argument("--length-penalty", default="gnmt", choices=("gnmt", "avg"),
                    help="gnmt: ((5+|Y|)/6)^alpha (§6.1, default); avg: |Y|^alpha")
     p.add_argument("--batch-size", type=positive_int, default=64, help="sentences per batch (default 64)")
-    p.add_argument("--device", default="cpu")
+    p.add_argument("--device", type=device, default="auto",
+                   help="auto (CUDA when present, else CPU; default), cpu, cuda, cuda:N, mps")
     p.add_argument("--checkpoint", type=positive_int, metavar="STEP",
                    help="use the weights saved at this training step (checkpoints/)")
 

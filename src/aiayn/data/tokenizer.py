@@ -55,11 +55,14 @@ class Tokenizer:
     # -- training and files -----------------------------------------------------------------
 
     @classmethod
-    def train(cls, texts: Iterable[str], vocab_size: int, kind: str = "bpe") -> Tokenizer:
+    def train(cls, texts: Iterable[str], vocab_size: int, kind: str = "bpe",
+              split_digits: bool = True) -> Tokenizer:
         """Learn a joint vocabulary of at most ``vocab_size`` entries (specials included).
 
         Pass source and target sentences together (§5.1: one shared vocabulary). The result may
-        be smaller than ``vocab_size`` when the text has fewer distinct subwords.
+        be smaller than ``vocab_size`` when the text has fewer distinct subwords. With
+        `split_digits` every digit is a token of its own; without it a run of digits is kept
+        apart from letters but may merge (SentencePiece's split_by_number).
         """
         if kind not in KINDS:
             raise UserError(f"tokenizer kind {kind!r} is unknown; choose one of {', '.join(KINDS)}")
@@ -79,7 +82,7 @@ class Tokenizer:
             trainer = trainers.UnigramTrainer(unk_token=UNK_TOKEN, **common)
         hf.pre_tokenizer = pre_tokenizers.Sequence([
             pre_tokenizers.Metaspace(replacement=SPACE, prepend_scheme="always"),
-            pre_tokenizers.Digits(individual_digits=True),
+            pre_tokenizers.Digits(individual_digits=split_digits),
         ])
         hf.decoder = decoders.Metaspace(replacement=SPACE, prepend_scheme="always")
         # Sorted input (duplicates kept: they are frequencies): the trainer sees the same text in

@@ -35,7 +35,7 @@ from aiayn.families import LANGUAGE_MODEL as FAMILY
 from aiayn.folder import load_model, save_model
 from aiayn.generation.lm import stream as stream_tokens
 from aiayn.models.decoder_lm import DecoderLM
-from aiayn.training.checkpoint import check_out_folder, check_resume
+from aiayn.training.checkpoint import check_out_folder, check_resume, mark_started
 from aiayn.training.experiment import Experiment, Task, load_experiment, require_out
 from aiayn.training.losses import label_smoothed_nll
 from aiayn.training.stream import BatchStream
@@ -356,6 +356,7 @@ def train_lm(exp: Experiment, texts: Sequence[str | Path] = (),
         return {"valid_loss": r["loss"], "valid_ppl": r["perplexity"], "valid_bpb": r["bits_per_byte"]}
 
     if not resume:
+        mark_started(out)
         tokenizer.save(out)
     trainer = Trainer(lm, train, batches, lambda m, b: lm_loss(m, b, train.label_smoothing), out,
                       family=FAMILY, meta={"task": "language-modeling", "experiment": experiment},

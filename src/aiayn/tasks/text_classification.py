@@ -38,6 +38,7 @@ from aiayn.data.batching import pad_ids
 from aiayn.data.mlm import IGNORE_INDEX, mask_tokens
 from aiayn.data.special import BOS, EOS, PAD, UNK
 from aiayn.data.tokenizer import Tokenizer
+from aiayn.devices import resolve_device
 from aiayn.errors import UserError
 from aiayn.families import ENCODER as FAMILY
 from aiayn.folder import load_model, save_model
@@ -390,7 +391,7 @@ def train_classifier(exp: Experiment, resume: bool = False, out: str | Path | No
     cfg = enc.model.config
     say(f"model: {enc.model.num_parameters():,} parameters (d_model {cfg.d_model}, "
         f"{cfg.n_layers} layers), vocabulary {cfg.vocab_size}")
-    enc.device = torch.device(train.device)  # where the Trainer puts the model (for evaluate)
+    enc.device = torch.device(resolve_device(train.device))  # where the Trainer puts the model
     index = {y: i for i, y in enumerate(labels)}
     targets = torch.tensor([index[y] for _, y in splits["train"]])
     ids = [enc.token_ids(t) for t, _ in splits["train"]]

@@ -37,7 +37,7 @@ from aiayn.families import TRANSLATION as FAMILY
 from aiayn.folder import load_model
 from aiayn.generation.search import LENGTH_PENALTIES, beam_search, greedy_search
 from aiayn.models import Transformer
-from aiayn.training.checkpoint import check_out_folder, check_resume
+from aiayn.training.checkpoint import check_out_folder, check_resume, mark_started
 from aiayn.training.experiment import Experiment, Task, load_experiment, require_out
 from aiayn.training.losses import label_smoothed_nll, token_accuracy
 from aiayn.training.stream import BatchStream
@@ -58,6 +58,7 @@ class DataConfig(Config):
     valid_tgt: str | None = None
     tokenizer: str = "bpe"  # §5.1: byte-pair encoding, one vocabulary for both languages
     vocab_size: int = 8000
+    split_digits: bool = True  # every digit a token; false: digit runs may merge (SentencePiece)
     max_train_pairs: int | None = None  # use only the first N training pairs
     valid_pairs: int = 500  # validation pairs scored (loss and BLEU) at each evaluation
     valid_beam: int = 1  # beam for validation BLEU (1 = greedy: fast)
@@ -299,7 +300,8 @@ def train_translation(exp: Experiment, resume: bool = False, out: str | Path | N
     if resume:
         tok = Tokenizer.load(out)
     else:
-        tok = Tokenizer.train([s for p in splits["train"] for s in p], data.vocab_size, data.tokenizer)
+        tok = Tokenizer.train([s for p in splits["train"] for s in p], data.vocab_size,
+                              data.tokenizer, data.split_digits)
     model_cfg = exp.model_config(vocab_size=tok.vocab_size, pad_id=PAD)
     train_ids = encode_pairs(tok, splits["train"], model_cfg.max_len)
     valid_ids = encode_pairs(tok, splits["valid"][:data.valid_pairs], model_cfg.max_len)
@@ -315,6 +317,7 @@ def train_translation(exp: Experiment, resume: bool = False, out: str | Path | N
     meta = {**(meta or {}), "task": "translation",
             "experiment": {"model": exp.model, "data": data.to_dict(), "train": cfg.to_dict()}}
     if not resume:
+        mark_started(out)
         tok.save(out)
     trainer = Trainer(model, cfg, pair_batches(train_ids, cfg.max_tokens, cfg.seed),
                       translation_loss(cfg.label_smoothing), out, family=FAMILY, meta=meta,

@@ -25,17 +25,18 @@ from aiayn.errors import ConfigError, UserError
 from aiayn.folder import (
     CHECKPOINT_DIR,
     CONFIG_FILE,
+    TOKENIZER_FILE,
     WEIGHTS_FILE,
     atomic_write,
     atomic_write_text,
     list_checkpoints,
     read_meta,
+    remove_stale_tmp,
 )
 
 TRAIN_STATE_FILE = "train_state.pt"
-# Files that belong to training only; an averaged (or exported) folder leaves them out.
-TRAINING_ONLY = {CHECKPOINT_DIR, TRAIN_STATE_FILE, WEIGHTS_FILE, CONFIG_FILE, "tb",
-                 "metrics.jsonl", "metrics.csv"}
+# What an averaged folder takes from the run besides its new config.json and weights.
+COPIED_BY_AVERAGE = (TOKENIZER_FILE,)
 
 
 def save_checkpoint_weights(state: dict[str, torch.Tensor], path: Path, step: int) -> None:
@@ -49,16 +50,41 @@ def prune_checkpoints(folder: str | Path, keep: int, protect: Path | None = None
             path.unlink(missing_ok=True)
 
 
+# What a run leaves before its first checkpoint: nothing worth keeping, nothing to resume. The
+# marker says that aiayn started a run there (so a user's own files are never taken for these).
+_BEFORE_FIRST_CHECKPOINT = {"tokenizer.json", "metrics.jsonl", "metrics.csv", "tb"}
+STARTED_MARKER = ".aiayn-run"
+
+
+def _never_checkpointed(out: Path) -> bool:
+    names = {p.name for p in out.iterdir() if not p.name.startswith(".")}
+    return (out / STARTED_MARKER).is_file() and names <= _BEFORE_FIRST_CHECKPOINT
+
+
 def check_out_folder(out: Path, resume: bool) -> None:
-    """A new run never writes into an existing folder; a resumed one needs its train state."""
+    """A new run never writes into an existing folder, except one left by a run stopped before
+    its first checkpoint (its leftovers are removed); a resumed one needs its train state."""
     if resume:
+        if out.is_dir() and not (out / TRAIN_STATE_FILE).is_file() and _never_checkpointed(out):
+            raise UserError(f"{out}: the run there stopped before its first checkpoint; nothing "
+                            "to resume: start it again without --resume")
         read_meta(out)
         if not (out / TRAIN_STATE_FILE).is_file():
             raise UserError(f"{out / TRAIN_STATE_FILE}: not found: nothing to resume")
+        remove_stale_tmp(out)  # left by a run killed mid-save
     elif out.exists() and (not out.is_dir() or any(out.iterdir())):
-        what = "holds a model" if (out / CONFIG_FILE).exists() else "is not empty"
-        raise UserError(f"{out}: already exists and {what}; continue it with --resume or "
-                        "choose another out folder")
+        if not (out.is_dir() and _never_checkpointed(out)):
+            what = "holds a model" if (out / CONFIG_FILE).exists() else "is not empty"
+            raise UserError(f"{out}: already exists and {what}; continue it with --resume or "
+                            "choose another out folder")
+        for item in out.iterdir():
+            shutil.rmtree(item) if item.is_dir() else item.unlink()
+
+
+def mark_started(out: Path) -> None:
+    """Create the folder of a new run and mark it as aiayn's (before its first file is written)."""
+    out.mkdir(parents=True, exist_ok=True)
+    (out / STARTED_MARKER).touch()
 
 
 def check_resume(out: Path, now: dict[str, Any]) -> None:
@@ -181,11 +207,11 @@ def average_checkpoints(folder: str | Path, last: int, out: str | Path,
             raise UserError(f"{path}: not a readable safetensors file ({e})") from None
     averaged = average_state_dicts(states)
     out.mkdir(parents=True, exist_ok=True)
-    for item in folder.iterdir():
-        if item.name in TRAINING_ONLY or item.name.startswith("."):
-            continue
-        if item.is_file():
-            shutil.copy2(item, out / item.name)
+    # Only the files a model needs besides config and weights, and never through a symlink.
+    for name in COPIED_BY_AVERAGE:
+        item = folder / name
+        if item.is_file() and not item.is_symlink():
+            shutil.copyfile(item, out / name)
     steps = [s for s, _ in chosen]
     atomic_write(out / WEIGHTS_FILE, lambda tmp: save_file(
         averaged, str(tmp), metadata={"format": "pt", "averaged_steps": ",".join(map(str, steps))}))

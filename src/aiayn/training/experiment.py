@@ -26,7 +26,8 @@ from typing import Any
 
 import yaml
 
-from aiayn.config import Config, TrainConfig
+from aiayn.config import Config, TrainConfig, did_you_mean
+from aiayn.devices import resolve_device
 from aiayn.errors import ConfigError, UserError
 
 SECTIONS = ("task", "out", "model", "data", "train")
@@ -124,7 +125,8 @@ def apply_overrides(raw: dict[str, Any], overrides: Sequence[str], where: str) -
             raise UserError(f"override {item!r}: expected KEY=VALUE (e.g. train.max_steps=100)")
         section, _, name = key.partition(".")
         if section not in SECTIONS:
-            raise UserError(f"override {item!r}: unknown key {section!r}; keys are "
+            raise UserError(f"override {item!r}: unknown key {section!r}"
+                            f"{did_you_mean(section, SECTIONS)}; keys are "
                             f"{', '.join(SECTIONS)} (e.g. train.max_steps=100)")
         if section in ("out", "task"):
             if name:
@@ -191,7 +193,8 @@ def _section(cls: type[Config], fields: dict[str, Any], where: str, name: str) -
 def experiment_from_dict(raw: dict[str, Any], task: Task, where: str = "config") -> Experiment:
     unknown = sorted(set(raw) - set(SECTIONS))
     if unknown:
-        raise UserError(f"{where}: unknown key {unknown[0]!r}; keys are {', '.join(SECTIONS)}")
+        raise UserError(f"{where}: unknown key {unknown[0]!r}{did_you_mean(unknown[0], SECTIONS)}; "
+                        f"keys are {', '.join(SECTIONS)}")
     if raw.get("task", task.name) != task.name:
         raise UserError(f"{where}: task={raw['task']!r}: this is not a {task.name} config "
                         f"(`{task.command}` trains {task.name} models; `aiayn configs` lists "
@@ -205,6 +208,10 @@ def experiment_from_dict(raw: dict[str, Any], task: Task, where: str = "config")
     data = _section(task.data_config, sections["data"], where, "data")
     train = _section(TrainConfig, {**task.defaults(sections["model"]), **sections["train"]},
                      where, "train")
+    try:  # an unavailable device fails here, before any data is read or folder written
+        resolve_device(train.device)
+    except ConfigError as e:
+        raise UserError(f"{where}: train: {e}") from None
     out = raw.get("out")
     if out is not None and not isinstance(out, str):
         raise UserError(f"{where}: out={out!r}: must be a folder path")

@@ -13,6 +13,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+from aiayn.errors import UserError
 from aiayn.folder import atomic_write_text
 
 
@@ -82,8 +83,18 @@ class MetricsLog:
         if not self.path.exists():
             return []
         if self.fmt == "jsonl":
-            return [json.loads(line) for line in self.path.read_text(encoding="utf-8").splitlines()
-                    if line.strip()]
+            rows = []
+            lines = self.path.read_text(encoding="utf-8", errors="replace").splitlines()
+            for i, line in enumerate(lines):
+                if not line.strip():
+                    continue
+                try:
+                    rows.append(json.loads(line))
+                except json.JSONDecodeError:
+                    if i == len(lines) - 1:  # cut off by a crash mid-write: the step redoes it
+                        break
+                    raise UserError(f"{self.path}:{i + 1}: not a JSON line") from None
+            return rows
         with self.path.open(encoding="utf-8", newline="") as f:
             return [{k: _parse(v) for k, v in r.items() if v != ""} for r in csv.DictReader(f)]
 

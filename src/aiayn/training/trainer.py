@@ -12,13 +12,14 @@ batching. An optional `evaluate(model) -> dict` runs every `eval_every` steps (i
 no_grad, with the RNG state restored afterwards so that evaluating never changes training).
 
 Everything needed to continue exactly is saved in the model folder (see checkpoint.py); Ctrl-C
-saves the state of the last completed update and returns with `interrupted=True`.
+or SIGTERM saves the state of the last completed update and returns with `interrupted=True`.
 """
 
 from __future__ import annotations
 
 import random
 import signal
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -32,9 +33,11 @@ from torch import Tensor, nn
 from tqdm.auto import tqdm
 
 from aiayn.config import TrainConfig
+from aiayn.devices import resolve_device
 from aiayn.folder import WEIGHTS_FILE, atomic_write, checkpoint_path, load_weights, save_model
 from aiayn.training.checkpoint import (
     load_train_state,
+    mark_started,
     prune_checkpoints,
     rng_state,
     save_train_state,
@@ -53,8 +56,15 @@ class TrainResult:
     tokens: int
     seconds: float  # training wall time, resumed runs included
     interrupted: bool = False
-    stopped_by: str = ""  # "max_steps", "max_minutes" or "interrupt"
+    stopped_by: str = ""  # "max_steps", "max_minutes", "interrupt" (Ctrl-C) or "sigterm"
     metrics: dict[str, Any] = field(default_factory=dict)  # the last logged values
+
+    @property
+    def exit_code(self) -> int:
+        """What a command should exit with: 0, or 128 + the signal that stopped it (130, 143)."""
+        if not self.interrupted:
+            return 0
+        return 128 + (signal.SIGTERM if self.stopped_by == "sigterm" else signal.SIGINT)
 
 
 def seed_everything(seed: int) -> None:
@@ -71,14 +81,18 @@ class Trainer:
         self.out = Path(out_dir)
         self.family, self.meta, self.evaluate = family, dict(meta or {}), evaluate
         self.d_model = getattr(getattr(model, "config", None), "d_model", 512)
-        self.device = torch.device(config.device)
+        self.device = torch.device(resolve_device(config.device))
         self.optimizer = make_optimizer(model, config)
+        # Mixed precision: autocast dtype (None = fp32) and, for fp16, a loss scaler.
+        self.autocast = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(config.precision)
+        self.scaler = torch.amp.GradScaler(self.device.type, enabled=config.precision == "fp16")
         self.step = 0
         self.tokens = 0
         self.elapsed = 0.0  # seconds of training before this run (resume)
         self._boundary: dict[str, Any] = {}  # the state after the last completed update
         self._in_update = False
         self._pending_interrupt = False
+        self._signal: int | None = None  # the signal that interrupted the run
         self._last_eval = -1
 
     # -- state -----------------------------------------------------------------------------
@@ -96,7 +110,8 @@ class Trainer:
         atomic_write(ckpt, lambda tmp: tmp.write_bytes(data))
         state = {"version": 1, "step": b["step"], "tokens": b["tokens"], "elapsed": b["elapsed"],
                  "data": b["data"], "rng": b["rng"], "optimizer": self.optimizer.state_dict(),
-                 "weights": str(ckpt.relative_to(self.out)), "train_config": self.cfg.to_dict()}
+                 "weights": str(ckpt.relative_to(self.out)), "train_config": self.cfg.to_dict(),
+                 "scaler": self.scaler.state_dict()}
         save_train_state(self.out, state)
         prune_checkpoints(self.out, self.cfg.keep_last_n, protect=ckpt)
         return ckpt
@@ -105,6 +120,8 @@ class Trainer:
         state = load_train_state(self.out)
         load_weights(self.model, self.out / state["weights"])
         self.optimizer.load_state_dict(state["optimizer"])
+        if state.get("scaler"):
+            self.scaler.load_state_dict(state["scaler"])
         self.batches.load_state_dict(state["data"])
         self.step, self.tokens, self.elapsed = state["step"], state["tokens"], state["elapsed"]
         set_rng_state(state["rng"])
@@ -121,17 +138,18 @@ class Trainer:
         seed_everything(cfg.seed)
         if resume:
             self._restore()
-        self.out.mkdir(parents=True, exist_ok=True)
+        elif not self.out.is_dir():
+            mark_started(self.out)
         log = MetricsLog(self.out, cfg.metrics_format, cfg.tensorboard,
                          resume_step=self.step if resume else None)
         self._mark_boundary(self.elapsed)
-        previous = self._install_sigint()
+        previous = self._install_signal_handlers()
         try:
             return self._loop(log)
         finally:
             log.close()
-            if previous is not None:
-                signal.signal(signal.SIGINT, previous)
+            for signum, handler in previous.items():
+                signal.signal(signum, handler)
             torch.set_num_threads(threads)
             torch.use_deterministic_algorithms(deterministic)
 
@@ -139,10 +157,15 @@ class Trainer:
         cfg = self.cfg
         start = time.monotonic() - self.elapsed
         # A time budget ends the run before max_steps, usually: then the bar counts steps only.
+        # On a terminal a live bar; in a log file (not a TTY) plain lines instead of one long
+        # line of carriage returns.
+        self._tty = sys.stderr.isatty()
         bar = tqdm(total=None if cfg.max_minutes else cfg.max_steps, initial=self.step,
-                   disable=not cfg.progress, dynamic_ncols=True, unit="step", leave=False,
-                   mininterval=0.5)
+                   disable=not (cfg.progress and self._tty), dynamic_ncols=True, unit="step",
+                   leave=False, mininterval=0.5)
+        self._start, self._first_step = start, self.step
         window = {"loss": 0.0, "tokens": 0, "sums": {}, "t": time.monotonic()}
+        timed_saves = self._final_save_times()
         last: dict[str, Any] = {}
         stopped_by = "max_steps"
         try:
@@ -162,7 +185,10 @@ class Trainer:
                     last = self._log_train(log, bar, window)
                 if cfg.eval_every and self.step % cfg.eval_every == 0:
                     last.update(self._evaluate(log))
-                if cfg.save_every and self.step % cfg.save_every == 0:
+                due = bool(timed_saves) and elapsed >= timed_saves[0]
+                while timed_saves and elapsed >= timed_saves[0]:
+                    timed_saves.pop(0)
+                if due or (cfg.save_every and self.step % cfg.save_every == 0):
                     self.save()
             if self._last_eval != self.step:
                 last.update(self._evaluate(log))
@@ -171,7 +197,8 @@ class Trainer:
             bar.close()
             self.save()  # the state of the last completed update
             b = self._boundary
-            return TrainResult(b["step"], b["tokens"], b["elapsed"], True, "interrupt", last)
+            why = "sigterm" if self._signal == signal.SIGTERM else "interrupt"
+            return TrainResult(b["step"], b["tokens"], b["elapsed"], True, why, last)
         bar.close()
         b = self._boundary
         return TrainResult(self.step, self.tokens, b["elapsed"], False, stopped_by, last)
@@ -185,8 +212,10 @@ class Trainer:
             batch = next(self.batches)
             if hasattr(batch, "to"):
                 batch = batch.to(self.device)
-            loss, n, extra = self.loss_fn(self.model, batch)
-            loss.backward()
+            with torch.autocast(self.device.type, dtype=self.autocast,
+                                enabled=self.autocast is not None):
+                loss, n, extra = self.loss_fn(self.model, batch)
+            self.scaler.scale(loss).backward()
             total_loss += float(loss.detach())
             total_n += int(n)
             for k, v in extra.items():
@@ -194,12 +223,14 @@ class Trainer:
         params = [p for p in self.model.parameters() if p.grad is not None]
         self._in_update = True
         if total_n > 0:
+            self.scaler.unscale_(self.optimizer)  # (fp16 only) the true gradients, for clipping
             for p in params:  # §5.4: normalise per token over the whole update
                 p.grad.div_(total_n)
             if self.cfg.clip_norm is not None:
                 sums["grad_norm"] = float(nn.utils.clip_grad_norm_(params, self.cfg.clip_norm)) * total_n
             set_lr(self.optimizer, learning_rate(self.step + 1, self.cfg, self.d_model))
-            self.optimizer.step()
+            self.scaler.step(self.optimizer)  # fp16: skipped when a gradient overflowed
+            self.scaler.update()
         self.step += 1
         self.tokens += total_n
         self._in_update = False
@@ -216,8 +247,40 @@ class Trainer:
         log.log(self.step, row)
         bar.set_postfix(loss=f"{row['loss']:.3f}", lr=f"{row['lr']:.2e}",
                         tok_s=f"{row['tokens_per_s']:.0f}", refresh=False)
+        if self.cfg.progress and not self._tty:
+            self._say(f"step {self.step} | loss {row['loss']:.4g} | lr {row['lr']:.2e} | "
+                      f"{row['tokens_per_s']:,.0f} tok/s | {self._time_left()}")
         window.update(loss=0.0, tokens=0, sums={}, t=now)
         return row
+
+    def _final_save_times(self) -> list[float]:
+        """Seconds into the run at which to save, so that the last keep_last_n checkpoints lie
+        final_checkpoint_spacing x max_minutes apart at the end of a time budget (§6.1)."""
+        cfg = self.cfg
+        if cfg.max_minutes is None or not cfg.final_checkpoint_spacing or cfg.keep_last_n < 2:
+            return []
+        budget = cfg.max_minutes * 60
+        times = [budget * (1 - cfg.final_checkpoint_spacing * k) for k in range(1, cfg.keep_last_n)]
+        return sorted(t for t in times if t > self.elapsed)
+
+    def _time_left(self) -> str:
+        """The time the run still needs: by max_minutes, or by the pace of this run's steps."""
+        elapsed = time.monotonic() - getattr(self, "_start", time.monotonic())
+        left = []
+        if self.cfg.max_minutes is not None:
+            left.append(self.cfg.max_minutes * 60 - elapsed)
+        done = self.step - getattr(self, "_first_step", 0)
+        if done > 0:
+            run_time = elapsed - self.elapsed
+            left.append((self.cfg.max_steps - self.step) * run_time / done)
+        if not left:
+            return "time left unknown"
+        seconds = max(0, int(min(left)))
+        return f"{seconds // 60}m{seconds % 60:02d}s left"
+
+    def _say(self, line: str) -> None:
+        """One plain line on stderr (above the bar on a terminal)."""
+        tqdm.write(line, file=sys.stderr)
 
     def _evaluate(self, log: MetricsLog) -> dict[str, Any]:
         self._last_eval = self.step
@@ -230,21 +293,27 @@ class Trainer:
         self.model.train()
         set_rng_state(saved)
         log.log(self.step, result)
+        if result:  # one line per evaluation, whatever the progress setting
+            scores = " | ".join(f"{k.replace('_', ' ')} {v:.4g}" for k, v in result.items()
+                                if isinstance(v, (int, float)))
+            self._say(f"step {self.step} | {scores} | {self._time_left()}")
         return result
 
-    def _install_sigint(self):
-        """Ctrl-C during an optimizer update waits for the update to finish (never a half-updated
-        model); anywhere else it interrupts at once. The state saved is the last update's."""
+    def _install_signal_handlers(self) -> dict[int, Any]:
+        """Ctrl-C (SIGINT) and SIGTERM during an optimizer update wait for the update to finish
+        (never a half-updated model); anywhere else they interrupt at once. The state saved is
+        the last update's. Returns the handlers replaced."""
         if threading.current_thread() is not threading.main_thread():
-            return None
+            return {}
 
         def handler(signum, frame):
+            self._signal = signum
             if self._in_update:
                 self._pending_interrupt = True
             else:
                 raise KeyboardInterrupt
 
-        return signal.signal(signal.SIGINT, handler)
+        return {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
 
 
 __all__ = ["LossFn", "TrainResult", "Trainer", "seed_everything"]

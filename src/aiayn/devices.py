@@ -1,0 +1,45 @@
+"""Where a model runs: "auto" (CUDA when present, else Apple's MPS, else the CPU), "cpu",
+"cuda", "cuda:N" or "mps". An unavailable device is an error naming it, raised before any work
+(and before any folder is written), never an assertion deep inside torch."""
+
+from __future__ import annotations
+
+import re
+
+from aiayn.errors import ConfigError
+
+DEVICE_NAMES = "auto, cpu, cuda, cuda:N, mps"
+_DEVICE = re.compile(r"^(auto|cpu|mps|cuda(:\d+)?)$")
+
+
+def check_device_name(name: str) -> None:
+    """ConfigError for a string that names no device (availability is checked by resolve)."""
+    if not isinstance(name, str) or not _DEVICE.match(name):
+        raise ConfigError(f"device={name!r}: must be one of {DEVICE_NAMES}")
+
+
+def resolve_device(name: str = "auto") -> str:
+    """The torch device string for `name`, after checking this machine has it."""
+    import torch
+
+    check_device_name(name)
+    mps = getattr(torch.backends, "mps", None)
+    has_mps = bool(mps is not None and mps.is_available())
+    if name == "auto":
+        return "cuda" if torch.cuda.is_available() else "mps" if has_mps else "cpu"
+    if name.startswith("cuda"):
+        if not torch.cuda.is_available():
+            build = "a CPU-only build" if torch.version.cuda is None else f"CUDA {torch.version.cuda}"
+            raise ConfigError(f"device={name!r}: CUDA is not available on this machine (torch "
+                              f"{torch.__version__}, {build}); use device=cpu or auto")
+        index = int(name.split(":")[1]) if ":" in name else 0
+        if index >= torch.cuda.device_count():
+            raise ConfigError(f"device={name!r}: this machine has {torch.cuda.device_count()} "
+                              "CUDA device(s)")
+    if name == "mps" and not has_mps:
+        raise ConfigError("device='mps': Apple's MPS backend is not available on this machine; "
+                          "use device=cpu or auto")
+    return name
+
+
+__all__ = ["DEVICE_NAMES", "check_device_name", "resolve_device"]

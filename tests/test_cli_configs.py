@@ -1,0 +1,41 @@
+"""`aiayn configs`: the built-in configs by name, and every key of every typed config."""
+
+import dataclasses
+import importlib
+
+import pytest
+
+from aiayn.cli import main
+from aiayn.config import TrainConfig
+from aiayn.tasks import TASKS
+
+
+def test_lists_the_built_in_configs_with_their_commands(capsys):
+    assert main(["configs"]) == 0
+    out = capsys.readouterr().out
+    assert "aiayn train demo" in out and "aiayn lm train lm-char" in out
+    assert "aiayn vit train vit-digits" in out and "aiayn classify train bert-gettext-origin" in out
+    assert main(["configs", "demo"]) == 0 and "task: translation" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("task", TASKS)
+def test_keys_lists_every_field_of_every_typed_config(task, capsys):
+    spec = importlib.import_module(f"aiayn.tasks.{task}").TASK
+    assert main(["configs", "--keys", "--task", task]) == 0
+    out = capsys.readouterr().out
+    for section, cls in (("model", spec.model_config), ("data", spec.data_config),
+                         ("train", TrainConfig)):
+        for f in dataclasses.fields(cls):
+            assert f"  {section}.{f.name}  (" in out, f"{section}.{f.name}"
+    # the task's training defaults are the ones shown
+    for key, value in spec.defaults({}).items():
+        line = next(ln for ln in out.splitlines() if ln.startswith(f"  train.{key}  ("))
+        assert f"default {value!r})" in line
+
+
+def test_every_train_key_says_what_it_means(capsys):
+    assert main(["configs", "--keys", "train"]) == 0
+    lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("  train.")]
+    assert len(lines) == len(dataclasses.fields(TrainConfig))
+    bare = [ln for ln in lines if not ln.split(")  ", 1)[1:] or not ln.split(")  ", 1)[1].strip()]
+    assert not bare, bare
