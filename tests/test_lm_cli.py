@@ -159,3 +159,14 @@ def test_shipped_configs_are_valid(name):
     cfg = exp.model_config(vocab_size=256, pad_id=0)
     assert cfg.norm_first and cfg.positions == "learned" and not cfg.scale_embeddings
     assert (exp.data.block_len or cfg.max_len) <= cfg.max_len and exp.train.label_smoothing == 0.0
+
+
+def test_overrides_may_follow_the_text_files(tmp_path, capsys):
+    """`--text FILE... key=value`: the override is not taken for a file name."""
+    text = tmp_path / "fox.txt"
+    text.write_text(FOX * 40, encoding="utf-8")
+    assert main(["lm", "train", "tiny", "data.tokenizer=char", "data.vocab_size=64",
+                 "data.block_len=16", "--text", str(text), "train.max_steps=2",
+                 "train.progress=false", "train.tensorboard=false",
+                 "--out", str(tmp_path / "m")]) == 0
+    assert "trained 2 steps" in capsys.readouterr().out

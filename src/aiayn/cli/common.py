@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import re
 import sys
 from collections.abc import Callable
 
@@ -62,6 +63,7 @@ def say(message: str) -> None:
 
 
 Options = Callable[[argparse.ArgumentParser], None]
+_OVERRIDE = re.compile(r"^(task|out|model|data|train)(\.\w+)?=")
 
 
 def _run_options(p: argparse.ArgumentParser, options: Options | None) -> None:
@@ -90,9 +92,11 @@ def split_overrides(args: argparse.Namespace) -> list[str]:
     items = list(args.overrides)
     if args.config is not None and "=" in args.config:  # no CONFIG: the first item is an override
         items, args.config = [args.config, *items], None
+    # KEY=VALUE items first, so that `--text a.txt train.max_steps=9` keeps the override.
+    overrides = [i for i in items if _OVERRIDE.match(i)]
     extra = argparse.ArgumentParser(prog="aiayn train", add_help=False)
     _run_options(extra, args.run_options)
-    found, rest = extra.parse_known_args(items)
+    found, rest = extra.parse_known_args([i for i in items if not _OVERRIDE.match(i)])
     for key, value in vars(found).items():
         if value != extra.get_default(key):  # given among the overrides
             setattr(args, key, value)
@@ -100,7 +104,7 @@ def split_overrides(args: argparse.Namespace) -> list[str]:
         if item.startswith("-") or "=" not in item:
             raise UserError(f"{item!r}: expected KEY=VALUE (e.g. train.max_steps=100) or an option "
                             "of this command (see --help)")
-    return rest
+    return overrides + rest
 
 
 def report_training(result, out, details: str = "") -> int:
