@@ -181,32 +181,6 @@ def test_sampling_is_seeded_and_top_k_one_is_greedy():
     assert search(model, src, config.replace(top_k=1)) == greedy_search(model, src, max_extra=5, **IDS)
 
 
-class Scripted:
-    """Next-token probabilities looked up by the prefix generated so far (no cache needed)."""
-
-    def __init__(self, table, default):
-        self.table, self.default = table, default
-
-    def encode(self, src, src_mask):
-        return src.double()[..., None]
-
-    def new_cache(self):
-        return Prefixes()
-
-    def decode(self, tgt, memory, src_mask, cache):
-        cache.rows = [r + [t] for r, t in zip(cache.rows or [[]] * len(tgt), tgt[:, -1].tolist(),
-                                               strict=True)]
-        probs = [dict(self.table.get(tuple(r[1:]), self.default)) for r in cache.rows]
-        return torch.tensor([[math.log(p.get(t, 1e-9)) for t in range(5)] for p in probs])[:, None]
-
-
-class Prefixes:
-    rows = None
-
-    def reorder(self, indices):
-        self.rows = [self.rows[i] for i in indices.tolist()]
-
-
 def test_early_stop_bounds_live_hypotheses_by_the_largest_penalty():
     # EOS first is likely (0.7) but one token long; the A-run is unlikely at first (0.25), then
     # near-certain. With the mean log-prob ("avg", alpha 1) the 10 A's win (-1.50 / 11 > log 0.7).
@@ -217,7 +191,9 @@ def test_early_stop_bounds_live_hypotheses_by_the_largest_penalty():
     table = {(): {EOS: 0.7, a: 0.25, 4: 0.05}}
     table.update({(a,) * n: {a: 0.99, EOS: 0.005, 4: 0.005} for n in range(1, 10)})
     table[(a,) * 10] = {EOS: 0.99, a: 0.005, 4: 0.005}
-    model = Scripted(table, {EOS: 0.98, a: 0.01, 4: 0.01})
+    from test_search import ScriptedModel  # the lead's scripted fake model
+
+    model = ScriptedModel(table, {EOS: 0.98, a: 0.01, 4: 0.01})
     src = torch.tensor([[5, 6, 7]])
     best = beam_search_hypotheses(model, src, beam=1, alpha=1.0, length_penalty_kind="avg",
                                   **IDS)[0][0]

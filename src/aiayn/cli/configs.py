@@ -16,8 +16,8 @@ import inspect
 import re
 
 from aiayn.errors import UserError
+from aiayn.tasks import TASKS
 
-TASKS = ("translation", "language_model", "text_classification", "image_classification")
 _FIELD_LINE = re.compile(r"^\s+(\w+): [^#=]+(?:=[^#]*)?(?:#\s*(.*))?$")
 
 
