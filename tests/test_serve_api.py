@@ -112,20 +112,26 @@ def test_serve_refuses_a_vit_folder_with_one_line(tmp_path, capsys):
 @contextlib.contextmanager
 def serving(app, threads: int = 4):
     """Serve `app` with waitress on a free loopback port in a thread; yields the port. The server
-    is stopped from inside its own event loop (closing it from another thread races its select)."""
+    is stopped from inside its own event loop: emptying its channel map ends the loop after the
+    current select; the sockets are closed only once the loop has returned (closing them from
+    another thread, or inside a callback, races that select: EBADF)."""
     from waitress.server import create_server
     server = create_server(app, host="127.0.0.1", port=0, threads=threads)
+    channels = server._map  # the listener, the trigger, connections
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     try:
         yield server.effective_port
     finally:
-        def close_all():
-            for channel in list(server._map.values()):  # the listener, the trigger, connections
-                channel.close()
-        server.trigger.pull_trigger(close_all)
+        held = []
+        def stop():
+            held.extend(channels.values())
+            channels.clear()
+        server.trigger.pull_trigger(stop)
         thread.join(10)
         server.task_dispatcher.shutdown()
+        for channel in held:
+            channel.close()
         assert not thread.is_alive(), "waitress did not stop"
 
 
