@@ -66,6 +66,18 @@ def test_digits_are_single_tokens(tok):
     assert tok.tokens("2024")[-4:] == ["2", "0", "2", "4"]
 
 
+def test_letters_digits_and_punctuation_never_share_a_token(tok):
+    """A placeholder in quotes is three tokens, not one per quoting style (as SentencePiece)."""
+    assert "s" in tok.tokens("»%s«")  # "s" alone, whichever pieces the quotes make
+    assert "-" in tok.tokens("thirty-four")
+    for token in tok.hf.get_vocab():
+        if token in special.SPECIAL_TOKENS:
+            continue
+        body = token.removeprefix("▁")
+        kinds = {"letter" if c.isalpha() else "digit" if c.isdigit() else "other" for c in body}
+        assert len(kinds) <= 1, f"{token!r} mixes {sorted(kinds)}"
+
+
 def test_tokens_spell_the_text(tok):
     text = "Dienstag, 5. März 2024"
     pieces = tok.tokens(text)

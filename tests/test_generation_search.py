@@ -65,8 +65,9 @@ def _alone(src_row):
     return src, mask
 
 
-def reference_beam(model, src_row, k, alpha, kind, max_extra, min_length=0):
-    """§6.1 beam search's rules, one sentence, recomputing every prefix: (score, tokens, logprob)."""
+def reference_beam(model, src_row, k, alpha, kind, max_extra, min_length=0, stopping="exact"):
+    """§6.1 beam search's rules, one sentence, recomputing every prefix: (score, tokens, logprob).
+    stopping: when to stop once k hypotheses have finished (see GenerationConfig.early_stopping)."""
     src, mask = _alone(src_row)
     memory, max_len = model.encode(src, mask), src.shape[1] + max_extra
     live, finished = [([], 0.0)], []
@@ -86,8 +87,11 @@ def reference_beam(model, src_row, k, alpha, kind, max_extra, min_length=0):
         if not live:
             break
         if len(finished) >= k:
+            if stopping == "first_k":
+                break
             kth = sorted((f[0] for f in finished), reverse=True)[k - 1]
-            bound = max(length_penalty(m, alpha, kind) for m in (step + 2, max_len + 1))
+            lengths = (step + 2,) if stopping == "current_length" else (step + 2, max_len + 1)
+            bound = max(length_penalty(m, alpha, kind) for m in lengths)
             if live[0][1] / bound <= kth:
                 break
     return sorted(finished, key=lambda f: -f[0])[:k]
@@ -111,12 +115,13 @@ def reference_greedy(model, src_row, max_extra, min_length=0):
 @pytest.mark.parametrize("seed", [0, 1, 2])
 @pytest.mark.parametrize("beam", [1, 2, 3, 4, 5])
 @pytest.mark.parametrize("kind, alpha", [("gnmt", 0.6), ("avg", 1.0)])
-def test_beam_search_equals_reference_loop(seed, beam, kind, alpha):
+@pytest.mark.parametrize("stopping", ["exact", "first_k", "current_length"])
+def test_beam_search_equals_reference_loop(seed, beam, kind, alpha, stopping):
     model, src = _model(seed), _sources(seed)
     hyps = beam_search_hypotheses(model, src, beam=beam, alpha=alpha, length_penalty_kind=kind,
-                                  max_extra=5, **IDS)
+                                  max_extra=5, early_stopping=stopping, **IDS)
     for row, got in zip(src, hyps, strict=True):
-        want = reference_beam(model, row, beam, alpha, kind, max_extra=5)
+        want = reference_beam(model, row, beam, alpha, kind, max_extra=5, stopping=stopping)
         assert [h.tokens for h in got] == [w[1] for w in want]
         assert [h.score for h in got] == pytest.approx([w[0] for w in want], abs=1e-9)
         assert [h.logprob for h in got] == pytest.approx([w[2] for w in want], abs=1e-9)
@@ -199,12 +204,18 @@ def test_early_stop_bounds_live_hypotheses_by_the_largest_penalty():
                                   **IDS)[0][0]
     assert best.tokens == [a] * 10
     assert best.score == pytest.approx((math.log(0.25) + 9 * math.log(0.99) + math.log(0.99)) / 11)
+    # The cheaper rules stop at step 0 with EOS alone: what they trade for speed.
+    for rule in ("first_k", "current_length"):
+        cheap = beam_search_hypotheses(model, src, beam=1, alpha=1.0, length_penalty_kind="avg",
+                                       early_stopping=rule, **IDS)[0][0]
+        assert cheap.tokens == [] and cheap.score == pytest.approx(math.log(0.7))
 
 
 @pytest.mark.parametrize("kwargs, message", [
     (dict(beam=0), "beam=0: must be a positive integer"),
     (dict(beam=-3), "beam=-3: must be a positive integer"),
     (dict(length_penalty="x"), "length_penalty='x': must be one of gnmt, avg"),
+    (dict(early_stopping="never"), "early_stopping='never': must be one of exact, first_k"),
     (dict(alpha=float("nan")), "alpha=nan: must be a finite number"),
     (dict(temperature=-1.0), "temperature=-1.0: must be >= 0"),
     (dict(top_k=0), "top_k=0: must be a positive integer"),

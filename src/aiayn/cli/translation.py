@@ -70,6 +70,11 @@ def _model_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--alpha", type=finite_float, default=0.6, help="length penalty alpha (default 0.6)")
     p.add_argument("--length-penalty", default="gnmt", choices=("gnmt", "avg"),
                    help="gnmt: ((5+|Y|)/6)^alpha (§6.1, default); avg: |Y|^alpha")
+    p.add_argument("--early-stopping", default="exact",
+                   choices=("exact", "first_k", "current_length"),
+                   help="when a sentence's beam stops: exact (no live hypothesis can beat the "
+                        "K-th best finished; default), first_k (K finished, as fairseq), "
+                        "current_length (HF transformers' heuristic)")
     p.add_argument("--batch-size", type=positive_int, default=64, help="sentences per batch (default 64)")
     p.add_argument("--device", type=device, default="auto",
                    help="auto (CUDA when present, else CPU; default), cpu, cuda, cuda:N, mps")
@@ -79,7 +84,7 @@ def _model_args(p: argparse.ArgumentParser) -> None:
 
 def _decode_opts(args: argparse.Namespace) -> dict:
     return dict(beam=args.beam, alpha=args.alpha, length_penalty=args.length_penalty,
-                batch_size=args.batch_size)
+                batch_size=args.batch_size, early_stopping=args.early_stopping)
 
 
 def _train(args: argparse.Namespace) -> int:

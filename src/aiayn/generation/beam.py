@@ -147,10 +147,22 @@ class BeamSearch:
         only falls as tokens are added, and its final length lies in [step + 2, max_len + 1], so
         dividing it by the largest penalty over that range bounds its final score. (Stopping at
         K finished alone, fairseq's rule, can return a hypothesis far worse than greedy's when
-        unlikely beams end early.) At the length limit nothing stays live. -> (n,) bool."""
-        lp = self.lp_end.clamp(min=self._lp(self.step + 2))  # (n,) the largest penalty
+        unlikely beams end early.) At the length limit nothing stays live. -> (n,) bool.
+
+        That is `early_stopping="exact"`. With a length penalty that grows as fast as |Y| ("avg",
+        alpha 1) the bound is loose and sentences run to their length limit; the two cheaper
+        rules: "first_k" stops at K finished (fairseq), "current_length" divides the best live
+        log-probability by the penalty of ending at the next step (HF transformers' default)."""
+        at_limit = self.max_len <= self.step
+        rule = self.cfg.early_stopping
+        if rule == "first_k":
+            return torch.isfinite(kth_best) | at_limit
+        if rule == "current_length":
+            lp = torch.full_like(self.lp_end, self._lp(self.step + 2))
+        else:
+            lp = self.lp_end.clamp(min=self._lp(self.step + 2))  # (n,) the largest penalty
         best_live = self.scores[:, 0].double() / lp
-        return (torch.isfinite(kth_best) & (best_live <= kth_best)) | (self.max_len <= self.step)
+        return (torch.isfinite(kth_best) & (best_live <= kth_best)) | at_limit
 
     def hypotheses(self) -> list[list[Hypothesis]]:
         """Per sentence, its finished hypotheses, best first (up to K)."""

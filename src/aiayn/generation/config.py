@@ -21,6 +21,7 @@ from aiayn.errors import ConfigError
 from aiayn.generation.sampling import check_options
 
 LENGTH_PENALTIES = ("gnmt", "avg")
+EARLY_STOPPING = ("exact", "first_k", "current_length")
 
 
 def _fail(name: str, value: typing.Any, why: str) -> typing.NoReturn:
@@ -34,6 +35,11 @@ class GenerationConfig(Config):
     beam: int = 1  # §6.1 uses 4; 1 = greedy (or sampling when temperature > 0)
     alpha: float = 0.6  # §6.1 length-penalty strength
     length_penalty: str = "gnmt"  # "gnmt": ((5+|Y|)/6)^alpha (§6.1, Wu et al.); "avg": |Y|^alpha
+    # When a sentence's beam search stops (§6.1 "terminate early when possible"); see BeamSearch:
+    # "exact": no live hypothesis can still beat the K-th best finished one (never worse);
+    # "first_k": K hypotheses have finished (fairseq); "current_length": no live hypothesis
+    # beats the K-th best finished if it ended now (HF transformers' default heuristic).
+    early_stopping: str = "exact"
     temperature: float = 0.0  # 0 = argmax; > 0 = draw from softmax(logits / temperature)
     top_k: int | None = None  # sampling: keep the k most likely tokens
     top_p: float | None = None  # sampling: keep the smallest set reaching probability p
@@ -58,6 +64,8 @@ class GenerationConfig(Config):
         if self.length_penalty not in LENGTH_PENALTIES:
             _fail("length_penalty", self.length_penalty,
                   f"must be one of {', '.join(LENGTH_PENALTIES)}")
+        if self.early_stopping not in EARLY_STOPPING:
+            _fail("early_stopping", self.early_stopping, f"must be one of {', '.join(EARLY_STOPPING)}")
         check_options(self.temperature, self.top_k, self.top_p)
         if self.beam > 1 and self.temperature > 0:
             _fail("temperature", self.temperature,
@@ -80,4 +88,4 @@ class GenerationConfig(Config):
         return "greedy" if self.temperature == 0 else "sample"
 
 
-__all__ = ["LENGTH_PENALTIES", "GenerationConfig"]
+__all__ = ["EARLY_STOPPING", "LENGTH_PENALTIES", "GenerationConfig"]

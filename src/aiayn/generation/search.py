@@ -89,19 +89,22 @@ def greedy_search(model, src: Tensor, *, bos_id: int, eos_id: int, pad_id: int,
 
 def beam_search_hypotheses(model, src: Tensor, *, beam: int = 4, alpha: float = 0.6,
                            length_penalty_kind: str = "gnmt", bos_id: int, eos_id: int,
-                           pad_id: int, max_extra: int = 50) -> list[list[Hypothesis]]:
+                           pad_id: int, max_extra: int = 50,
+                           early_stopping: str = "exact") -> list[list[Hypothesis]]:
     """All finished hypotheses per source row, best first (up to `beam` each)."""
     config = GenerationConfig(beam=beam, alpha=alpha, length_penalty=length_penalty_kind,
-                              bos_id=bos_id, eos_id=eos_id, pad_id=pad_id, max_extra=max_extra)
+                              bos_id=bos_id, eos_id=eos_id, pad_id=pad_id, max_extra=max_extra,
+                              early_stopping=early_stopping)
     return search_hypotheses(model, src, config)
 
 
 def beam_search(model, src: Tensor, *, beam: int = 4, alpha: float = 0.6,
                 length_penalty: str = "gnmt", bos_id: int, eos_id: int, pad_id: int,
-                max_extra: int = 50) -> list[list[int]]:
+                max_extra: int = 50, early_stopping: str = "exact") -> list[list[int]]:
     """§6.1 beam search. src (B, S) -> the best hypothesis per row, without BOS/EOS."""
     config = GenerationConfig(beam=beam, alpha=alpha, length_penalty=length_penalty,
-                              bos_id=bos_id, eos_id=eos_id, pad_id=pad_id, max_extra=max_extra)
+                              bos_id=bos_id, eos_id=eos_id, pad_id=pad_id, max_extra=max_extra,
+                              early_stopping=early_stopping)
     hyps = search_hypotheses(model, src, config)
     return [h[0].tokens if h else [] for h in hyps]
 

@@ -35,6 +35,7 @@ from aiayn.data.tokenizer import Tokenizer
 from aiayn.errors import ConfigError, UserError
 from aiayn.families import TRANSLATION as FAMILY
 from aiayn.folder import load_model
+from aiayn.generation.config import EARLY_STOPPING
 from aiayn.generation.search import LENGTH_PENALTIES, beam_search, greedy_search
 from aiayn.models import Transformer
 from aiayn.training.checkpoint import check_out_folder, check_resume, mark_started
@@ -151,7 +152,8 @@ def translation_loss(eps: float) -> Callable[[nn.Module, Batch], tuple[torch.Ten
 
 def decode_ids(model, src_ids: Sequence[Sequence[int]], *, beam: int = 4, alpha: float = 0.6,
                length_penalty: str = "gnmt", batch_size: int = 64, max_extra: int = 50,
-               device: str | torch.device = "cpu") -> list[list[int]]:
+               device: str | torch.device = "cpu",
+               early_stopping: str = "exact") -> list[list[int]]:
     """Token ids in -> token ids out (no BOS/EOS), in input order. beam=1 is greedy search.
 
     The output of each sentence is at most len(src) + max_extra tokens (§6.1: input + 50), and
@@ -166,6 +168,9 @@ def decode_ids(model, src_ids: Sequence[Sequence[int]], *, beam: int = 4, alpha:
                           f"{', '.join(LENGTH_PENALTIES)}")
     if batch_size < 1:
         raise ConfigError(f"batch_size={batch_size}: must be a positive integer")
+    if early_stopping not in EARLY_STOPPING:
+        raise ConfigError(f"early_stopping={early_stopping!r}: must be one of "
+                          f"{', '.join(EARLY_STOPPING)}")
     max_len = model.config.max_len
     src_ids = [list(s)[:max_len] for s in src_ids]  # longer inputs are truncated
     order = sorted(range(len(src_ids)), key=lambda i: len(src_ids[i]))
@@ -182,7 +187,7 @@ def decode_ids(model, src_ids: Sequence[Sequence[int]], *, beam: int = 4, alpha:
             out = greedy_search(model, src, **common)
         else:
             out = beam_search(model, src, beam=beam, alpha=alpha, length_penalty=length_penalty,
-                              **common)
+                              early_stopping=early_stopping, **common)
         for i, tokens in zip(rows, out, strict=True):
             results[i] = tokens
     return results
@@ -251,13 +256,14 @@ class Translator:
 
     def translate(self, sentences: str | Sequence[str], beam: int = 4, alpha: float = 0.6,
                   length_penalty: str = "gnmt", batch_size: int = 64,
-                  max_extra: int = 50) -> list[str]:
+                  max_extra: int = 50, early_stopping: str = "exact") -> list[str]:
         """Translations of `sentences`, in order (§6.1 defaults: beam 4, alpha 0.6, GNMT)."""
         if isinstance(sentences, str):
             sentences = [sentences]
         ids = [self.tokenizer.encode(s.strip()) for s in sentences]
         out = decode_ids(self.model, ids, beam=beam, alpha=alpha, length_penalty=length_penalty,
-                         batch_size=batch_size, max_extra=max_extra, device=self.device)
+                         batch_size=batch_size, max_extra=max_extra, device=self.device,
+                         early_stopping=early_stopping)
         return [self.tokenizer.decode(t) for t in out]
 
     @torch.no_grad()
