@@ -21,7 +21,9 @@ Model: d_model 256, 4 heads, d_ff 1024, 3+3 post-norm layers, all embeddings sha
 dropout 0.1, no attention dropout, label smoothing 0.1, Adam (0.9, 0.98, 1e-9), inverse-sqrt
 schedule with 400 warmup updates to 1e-3, clip 1.0, ~2k target tokens per update.
 Search for both: beam 4 (or 1), score / length (fairseq --lenpen 1 = aiayn --length-penalty avg
---alpha 1), at most source length + 50 tokens.
+--alpha 1), at most source length + 50 tokens, a sentence done once 4 hypotheses have finished
+(fairseq's rule = aiayn --early-stopping first_k; aiayn's default, "exact", searches on while a live
+hypothesis could still win, which with this penalty means to the length limit: ~2.6x slower).
 
     python benchmarks/vs_fairseq.py                        # 12 min of training per system, seed 0
     python benchmarks/vs_fairseq.py --seeds 0 1 --threads 2 --record   # append to RESULTS.md
@@ -263,6 +265,7 @@ def decode(system: str, model: Path, data: dict, beam: int, hyp: Path, threads: 
     if system == "aiayn":
         out = run(["aiayn", "eval", "--model", model, "--src", data["src"], "--ref", data["ref"],
                    "--beam", beam, "--length-penalty", "avg", "--alpha", 1.0, "--batch-size", BATCH,
+                   "--early-stopping", "first_k",  # fairseq's rule: a sentence stops at K finished
                    "--json", "--hyp", hyp], env=thread_env(threads), log=hyp.with_suffix(".log"))
     else:
         out = run([VPY, "-c", DECODE_SCRIPT, model.resolve(), data["bin"].resolve(), data["spm"],
