@@ -28,7 +28,7 @@ def folder_digest(folder):
 
 def write_config(tmp, name="exp.yaml", **train):
     write_pairs(digit_pairs(300, 1), tmp / "train.src", tmp / "train.tgt")
-    write_pairs(digit_pairs(20, 2), tmp / "valid.src", tmp / "valid.tgt")
+    write_pairs(digit_pairs(8, 2), tmp / "valid.src", tmp / "valid.tgt")
     config = {"out": str(tmp / "model"),
               "model": {"preset": "tiny", "d_model": 16, "d_ff": 32},
               "data": {"train_src": str(tmp / "train.src"), "train_tgt": str(tmp / "train.tgt"),
@@ -93,8 +93,8 @@ def test_eval_reports_sacrebleu_chrf_exact_match_and_speed(trained, capsys):
     scores = json.loads(out)
     assert {"bleu", "chrf", "exact_match", "bleu_signature", "chrf_signature",
             "sentences_per_s", "tokens_per_s"} <= set(scores)
-    assert scores["bleu_signature"].startswith("nrefs:1|") and scores["sentences"] == 20
-    assert len((tmp / "hyp.txt").read_text().splitlines()) == 20
+    assert scores["bleu_signature"].startswith("nrefs:1|") and scores["sentences"] == 8
+    assert len((tmp / "hyp.txt").read_text().splitlines()) == 8
     code, out, _ = run(capsys, "eval", "--model", model, "--src", tmp / "valid.src",
                        "--ref", tmp / "valid.tgt", "--beam", "1")
     assert code == 0 and out.startswith("BLEU ") and "chrF" in out and "exact match" in out
@@ -158,6 +158,9 @@ def _bad_corpus_config(tmp, kind):
     ("missing-config", "config file not found"),
     ("eval-mismatch", "mismatched line counts"),
     ("average-missing", "model folder not found"),
+    ("out-in-proc", "/proc/aiayn-test: No such file or directory"),
+    ("out-under-a-file", "train.src/sub: Not a directory"),
+    ("hyp-folder-missing", "--hyp"),
 ])
 def test_bad_input_is_one_line_non_zero_and_leaves_folders_alone(trained, capsys, tmp_path,
                                                                  case, message):
@@ -178,6 +181,13 @@ def test_bad_input_is_one_line_non_zero_and_leaves_folders_alone(trained, capsys
     elif case == "eval-mismatch":
         (tmp_path / "ref.txt").write_text("eins\n")
         argv = ["eval", "--model", model, "--src", tmp / "valid.src", "--ref", tmp_path / "ref.txt"]
+    elif case == "out-in-proc":
+        argv = ["train", config, "--out", "/proc/aiayn-test/model"]
+    elif case == "out-under-a-file":
+        argv = ["train", config, "--out", tmp / "train.src" / "sub"]
+    elif case == "hyp-folder-missing":  # refused before any decoding
+        argv = ["eval", "--model", model, "--src", tmp / "valid.src", "--ref", tmp / "valid.tgt",
+                "--hyp", tmp_path / "missing" / "hyp.txt"]
     else:
         argv = ["average", "--model", tmp_path / "nope", "--out", tmp_path / "avg"]
     code, out, err = run(capsys, *argv)
@@ -186,6 +196,40 @@ def test_bad_input_is_one_line_non_zero_and_leaves_folders_alone(trained, capsys
     assert message in err and "Traceback" not in err
     assert folder_digest(model) == before
     assert not (tmp_path / "new").exists()
+
+
+def test_a_failed_save_is_one_line_naming_the_intact_step(tmp_path, capsys, monkeypatch):
+    import errno
+
+    import aiayn.training.trainer as trainer
+
+    real, calls = trainer.save_train_state, []
+
+    def disk_full_on_second_save(out, state):
+        calls.append(state["step"])
+        if len(calls) == 2:
+            raise OSError(errno.ENOSPC, "No space left on device", str(out / "train_state.pt"))
+        real(out, state)
+
+    monkeypatch.setattr(trainer, "save_train_state", disk_full_on_second_save)
+    code, out, err = run(capsys, "train", write_config(tmp_path), "--out", tmp_path / "m")
+    last = err.strip().splitlines()[-1]  # after the run's progress lines
+    assert code == 2 and "Traceback" not in err and last.startswith("aiayn: error: ")
+    assert "could not save step 20" in last and "No space left on device" in last
+    assert "the train state of step 10 is intact" in last
+    monkeypatch.undo()  # the folder resumes from step 10 and finishes
+    code, out, err = run(capsys, "train", write_config(tmp_path), "--out", tmp_path / "m",
+                         "--resume")
+    assert code == 0, err
+
+
+def test_over_long_input_and_a_cut_validation_file_are_warned(trained, capsys, tmp_path):
+    tmp, config, model = trained
+    code, out, err = run(capsys, "translate", "--model", model, "1 " * 200)
+    assert code == 0 and "aiayn: warning: 1 input sentence(s) longer than" in err
+    code, out, err = run(capsys, "train", config, "data.valid_pairs=5", "train.max_steps=1",
+                         "--out", tmp_path / "m")
+    assert code == 0 and "validation uses the first 5 of 8 pairs" in out + err
 
 
 def test_real_process_errors_and_invalid_utf8_stdin(trained):

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from aiayn.viz.inspect import Inspector
-from aiayn.viz.server import MAX_BODY_BYTES, create_app
+from aiayn.viz.server import MAX_BODY_BYTES, create_app, make_server
 from test_viz_attention import make_lm_folder, make_translation_folder, make_vit_folder
 
 
@@ -71,6 +71,11 @@ def test_page_and_static_files_are_served(client):
     (b'{"text": "the cat", "kind": "bogus"}', "application/json", 400, "unknown attention kind"),
     (json.dumps({"text": "a" * (MAX_BODY_BYTES + 1)}).encode(), "application/json", 413,
      "Too Large"),
+    (b'{"text": "\\ud800"}', "application/json", 400, "unpaired surrogate"),
+    (b'{"text": "a \\udfff b"}', "application/json", 400, "unpaired surrogate"),
+    (b"[" * 7000 + b"]" * 7000, "application/json", 400, "nests deeper than"),
+    (b'{"text": "x", "k": ' + b"[" * 7000 + b"]" * 7000 + b"}", "application/json", 400,
+     "nests deeper than"),
 ])
 def test_bad_requests_get_a_json_4xx(client, body, content_type, status, message):
     r = client.post("/api/translate", data=body, content_type=content_type)
@@ -83,6 +88,9 @@ def test_wrong_endpoint_method_and_path(client):
     r = client.post("/api/generate", json={"prompt": "x"})
     assert r.status_code == 400 and "use /api/translate" in r.get_json()["error"]
     assert client.get("/api/translate").status_code == 405
+    for path in ("/", "/api/info", "/api/translate", "/static/app.js"):
+        r = client.options(path)
+        assert r.status_code == 405 and "error" in r.get_json(), path
     r = client.get("/api/nothing")
     assert r.status_code == 404 and "error" in r.get_json()
 
@@ -115,8 +123,7 @@ def serving(app, threads: int = 4):
     is stopped from inside its own event loop: emptying its channel map ends the loop after the
     current select; the sockets are closed only once the loop has returned (closing them from
     another thread, or inside a callback, races that select: EBADF)."""
-    from waitress.server import create_server
-    server = create_server(app, host="127.0.0.1", port=0, threads=threads)
+    server = make_server(app, host="127.0.0.1", port=0, threads=threads)
     channels = server._map  # the listener, the trigger, connections
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
@@ -161,3 +168,65 @@ def test_twenty_concurrent_requests_through_waitress(tr_app):
         with pytest.raises(urllib.error.HTTPError) as e:
             ask(port, "")
         assert e.value.code == 400 and "empty" in json.loads(e.value.read())["error"]
+
+
+@pytest.mark.parametrize("host, ok", [("localhost", True), ("127.0.0.1:8000", True),
+                                      ("[::1]:8000", True), ("LOCALHOST", True),
+                                      ("evil.example", False), ("evil.example:8000", False),
+                                      ("127.0.0.1.evil.example", False)])
+def test_only_local_host_headers_are_answered(client, host, ok):
+    """A page on another site that rebinds its name to 127.0.0.1 sends its own Host: refused."""
+    r = client.get("/api/info", headers={"Host": host})
+    if ok:
+        assert r.status_code == 200
+    else:
+        assert r.status_code == 400 and "is not served here" in r.get_json()["error"]
+        r = client.post("/api/translate", json={"text": "the cat"}, headers={"Host": host})
+        assert r.status_code == 400
+
+
+def test_the_host_given_to_serve_is_allowed(tr_app):
+    folder, _ = tr_app
+    app = create_app(Inspector.load(folder), host="myhost.lan")
+    assert app.test_client().get("/api/info", headers={"Host": "myhost.lan:8000"}).status_code == 200
+
+
+def _raw(port, data: bytes, timeout=10) -> bytes:
+    import socket
+    chunks = []
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as sock:
+        with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+            sock.sendall(data)  # the server may answer and close before the body is all sent
+        with contextlib.suppress(ConnectionResetError):
+            while chunk := sock.recv(65536):
+                chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def test_waitress_limits_answer_json(tr_app):
+    _, app = tr_app
+    with serving(app) as port:
+        for claimed, body in [(100_000_000, b""), (1_000_000, b"x" * 1_000_000)]:
+            head = (f"POST /api/translate HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: "
+                    f"application/json\r\nContent-Length: {claimed}\r\n\r\n").encode()
+            reply = _raw(port, head + body)
+            status, _, rest = reply.partition(b"\r\n")
+            assert b" 413 " in status, reply[:200]
+            assert b"application/json" in rest.split(b"\r\n\r\n")[0].lower()
+            assert "error" in json.loads(rest.split(b"\r\n\r\n", 1)[1])
+
+
+def test_idle_connections_do_not_lock_others_out(tr_app):
+    import socket
+    import time
+    _, app = tr_app
+    with serving(app) as port:
+        idle = [socket.create_connection(("127.0.0.1", port)) for _ in range(150)]
+        try:
+            start = time.monotonic()
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/info", timeout=30) as r:
+                assert r.status == 200
+            assert time.monotonic() - start < 2
+        finally:
+            for sock in idle:
+                sock.close()

@@ -1,21 +1,35 @@
-"""aiayn: the Transformer of "Attention Is All You Need" (Vaswani et al., 2017)."""
+"""aiayn: the Transformer of "Attention Is All You Need" (Vaswani et al., 2017).
 
-from aiayn.api import load
-from aiayn.config import (
-    DecoderLMConfig,
-    EncoderConfig,
-    TransformerConfig,
-    ViTConfig,
-    encoder_preset,
-    lm_preset,
-    preset,
-    vit_preset,
-)
-from aiayn.models import DecoderLM, EncoderModel, Transformer, VisionTransformer
+The names below are imported on first use (PEP 562), so that `import aiayn` and the command
+line start without loading torch until a command needs it (and Ctrl-C at start-up is a clean exit).
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
 
 __version__ = "0.1.0"
-__all__ = [
-    "DecoderLM", "DecoderLMConfig", "EncoderConfig", "EncoderModel", "Transformer",
-    "TransformerConfig", "ViTConfig", "VisionTransformer", "encoder_preset", "load", "lm_preset",
-    "preset", "vit_preset", "__version__",
-]
+_EXPORTS = {
+    "load": "aiayn.api",
+    "DecoderLMConfig": "aiayn.config", "EncoderConfig": "aiayn.config",
+    "TransformerConfig": "aiayn.config", "ViTConfig": "aiayn.config",
+    "encoder_preset": "aiayn.config", "lm_preset": "aiayn.config", "preset": "aiayn.config",
+    "vit_preset": "aiayn.config",
+    "DecoderLM": "aiayn.models", "EncoderModel": "aiayn.models", "Transformer": "aiayn.models",
+    "VisionTransformer": "aiayn.models",
+}
+__all__ = [*sorted(_EXPORTS), "__version__"]
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'aiayn' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_EXPORTS})

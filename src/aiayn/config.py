@@ -208,6 +208,7 @@ preset = TransformerConfig.preset  # `aiayn.preset("base")`: the paper's configs
 
 LR_SCHEDULES = ("noam", "constant", "cosine")
 PRECISIONS = ("fp32", "bf16", "fp16")
+FINAL_CHECKPOINTS = 5  # §6.1 averages the last 5 checkpoints (aiayn average --last 5)
 METRICS_FORMATS = ("jsonl", "csv")
 
 
@@ -248,9 +249,9 @@ class TrainConfig(Config):
     eval_every: int = 1000  # 0: only at the end
     save_every: int = 1000  # 0: only at the end (and on Ctrl-C)
     keep_last_n: int = 5  # numbered checkpoints kept for averaging (§6.1 averages the last 5)
-    # With max_minutes, the last keep_last_n checkpoints are also written this fraction of the
-    # budget apart before its end, ready for `aiayn average` (§6.1: 10-minute intervals of a
-    # 12-hour run, 1.4%); 0 = only save_every.
+    # With max_minutes, the last min(keep_last_n, 5) checkpoints are also written this fraction of
+    # the budget apart before its end, ready for `aiayn average` (§6.1: the last 5, written at
+    # 10-minute intervals of a 12-hour run, 1.4%); 0 = only save_every.
     final_checkpoint_spacing: float = 0.014  # fraction of max_minutes between the last checkpoints
     metrics_format: str = "jsonl"  # jsonl | csv
     tensorboard: bool = True  # scalars in DIR/tb (tensorboard --logdir DIR/tb)
@@ -279,9 +280,10 @@ class TrainConfig(Config):
         for name in ("adam_beta1", "adam_beta2", "label_smoothing"):
             if not 0.0 <= getattr(self, name) < 1.0:
                 _fail(name, getattr(self, name), "must be in [0, 1)")
-        if not 0.0 <= self.final_checkpoint_spacing < 1.0 / max(self.keep_last_n, 1):
+        timed = max(min(self.keep_last_n, FINAL_CHECKPOINTS), 1)
+        if not 0.0 <= self.final_checkpoint_spacing < 1.0 / timed:
             _fail("final_checkpoint_spacing", self.final_checkpoint_spacing,
-                  f"must be in [0, 1/keep_last_n) = [0, {1.0 / self.keep_last_n:.3g})")
+                  f"must be in [0, 1/min(keep_last_n, {FINAL_CHECKPOINTS})) = [0, {1.0 / timed:.3g})")
         if self.weight_decay < 0:
             _fail("weight_decay", self.weight_decay, "must be non-negative")
         check_device_name(self.device)

@@ -27,6 +27,7 @@ from safetensors.torch import load_file, save_file
 from torch import nn
 
 from aiayn.errors import UserError
+from aiayn.sizes import check_fits
 
 CONFIG_FILE = "config.json"
 WEIGHTS_FILE = "model.safetensors"
@@ -112,6 +113,14 @@ def load_weights(model: nn.Module, path: str | Path) -> None:
         state = load_file(str(path))
     except Exception as e:  # safetensors raises its own error types
         raise UserError(f"{path}: not a readable safetensors file ({e})") from None
+    expected = model.state_dict()
+    wrong = [(n, tuple(t.shape), tuple(expected[n].shape)) for n, t in state.items()
+             if n in expected and t.shape != expected[n].shape]
+    if wrong:
+        name, got, want = wrong[0]
+        more = f" (and {len(wrong) - 1} more)" if len(wrong) > 1 else ""
+        raise UserError(f"{path}: weights do not match the config: {name} is {got} in the file, "
+                        f"{want} by the config{more}")
     missing, unexpected = model.load_state_dict(state, strict=False)
     # Tied parameters were saved once; they are filled through the tie.
     tied = {n for n in missing if _is_tied(model, n, state)}
@@ -152,6 +161,9 @@ def read_meta(folder: str | Path) -> dict[str, Any]:
         raise UserError(f"{path}: invalid JSON ({e})") from None
     if not isinstance(meta, dict) or "family" not in meta or "model" not in meta:
         raise UserError(f"{path}: missing key 'family' or 'model'")
+    for key in ("model", "experiment"):
+        if key in meta and not isinstance(meta[key], dict):
+            raise UserError(f"{path}: {key!r} must be an object of settings, found {meta[key]!r}")
     return meta
 
 
@@ -186,6 +198,7 @@ def load_model(folder: str | Path, device: str | torch.device = "cpu",
         config = family.config.from_dict(meta["model"])
     except ValueError as e:
         raise UserError(f"{folder / CONFIG_FILE}: {e}") from None
+    check_fits(config, str(folder / CONFIG_FILE))
     model = family.model(config)
     weights = folder / WEIGHTS_FILE
     if checkpoint is not None:

@@ -10,7 +10,7 @@ import argparse
 import importlib
 import sys
 
-from aiayn.errors import UserError
+from aiayn.errors import UserError, describe_os_error
 
 # Modules that register sub-commands, in the order they appear in `aiayn --help`.
 COMMAND_MODULES = [
@@ -46,6 +46,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    try:
+        return _main(argv)
+    except KeyboardInterrupt:  # Ctrl-C while starting (imports, argument parsing)
+        print("aiayn: interrupted", file=sys.stderr)
+        return 130
+
+
+def _main(argv: list[str] | None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
@@ -61,6 +69,12 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     except BrokenPipeError:  # `aiayn translate ... | head`
         return 0
+    except Exception as e:  # a full disk, a read-only filesystem, a path that cannot be
+        reason = describe_os_error(e)  # written: one line; anything else keeps its traceback
+        if reason is None:
+            raise
+        print(f"aiayn: error: {reason}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

@@ -58,6 +58,26 @@ def read_stdin_lines() -> list[str]:
     return [line.removesuffix("\r") for line in lines]
 
 
+def writable_file(option: str, path: str) -> None:
+    """Check, before any work, that `path` can be written (its folder exists and is writable),
+    so that an unwritable output does not surface only after minutes of decoding."""
+    import os
+    from pathlib import Path
+
+    target = Path(path)
+    folder = target.parent
+    if target.is_dir():
+        raise UserError(f"{option} {path}: is a directory")
+    if not folder.is_dir():
+        raise UserError(f"{option} {path}: folder {folder} does not exist")
+    if not os.access(folder, os.W_OK | os.X_OK) or (target.exists() and not os.access(target, os.W_OK)):
+        raise UserError(f"{option} {path}: not writable")
+
+
+def warn(message: str) -> None:
+    print(f"aiayn: warning: {message}", file=sys.stderr, flush=True)
+
+
 def say(message: str) -> None:
     print(message, flush=True)
 

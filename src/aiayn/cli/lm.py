@@ -84,8 +84,23 @@ def _train(args: argparse.Namespace) -> int:
         f"({m['valid_bpb']:.3f} bits/byte)" if "valid_loss" in m else f", {result.tokens:,} tokens"
     code = report_training(result, out, valid)
     if not result.interrupted:
-        print(f'generate with: aiayn generate --model {out} --prompt "def "')
+        print(f"generate with: aiayn generate --model {out} --prompt {_prompt_hint(args)}")
     return code
+
+
+def _prompt_hint(args: argparse.Namespace) -> str:
+    """A prompt that fits the corpus: the first word of the user's text, or "def " for the
+    built-in Python corpus (shell-quoted)."""
+    import shlex
+
+    word = ""
+    if args.text:
+        try:
+            with open(args.text[0], encoding="utf-8", errors="replace") as f:
+                word = next((line.split()[0][:20] for line in f if line.strip()), "")
+        except OSError:
+            pass
+    return shlex.quote(f"{word} " if word else "def ")
 
 
 def _eval(args: argparse.Namespace) -> int:

@@ -24,6 +24,8 @@ from aiayn.cli.common import (
     report_training,
     split_overrides,
     training_command,
+    warn,
+    writable_file,
 )
 from aiayn.errors import UserError
 
@@ -105,18 +107,30 @@ def _translate(args: argparse.Namespace) -> int:
 
     translator = Translator.load(args.model, device=args.device, checkpoint=args.checkpoint)
     sentences = args.sentences or read_stdin_lines()
+    _warn_truncated(translator, sentences)
     for line in translator.translate(sentences, **_decode_opts(args)):
         print(line)
     sys.stdout.flush()
     return 0
 
 
+def _warn_truncated(translator, sentences) -> None:
+    long = translator.too_long(sentences)
+    if long:
+        limit = translator.model.config.max_len
+        warn(f"{len(long)} input sentence(s) longer than the model's {limit} positions are cut "
+             f"to {limit} tokens (the first: sentence {long[0] + 1})")
+
+
 def _eval(args: argparse.Namespace) -> int:
     from aiayn.data.parallel import read_parallel
     from aiayn.tasks.translation import Translator, score_translations
 
+    if args.hyp:
+        writable_file("--hyp", args.hyp)
     pairs = read_parallel(args.src, args.ref)
     translator = Translator.load(args.model, device=args.device, checkpoint=args.checkpoint)
+    _warn_truncated(translator, [s for s, _ in pairs])
     start = time.perf_counter()
     hyps = translator.translate([s for s, _ in pairs], **_decode_opts(args))
     seconds = time.perf_counter() - start

@@ -266,6 +266,13 @@ class Translator:
                          early_stopping=early_stopping)
         return [self.tokenizer.decode(t) for t in out]
 
+    def too_long(self, sentences: Sequence[str]) -> list[int]:
+        """Indices of the sentences with more subwords than the model has positions: translate
+        reads only their first max_len tokens."""
+        limit = self.model.config.max_len
+        ids = self.tokenizer.encode_batch([s.strip() for s in sentences])
+        return [i for i, x in enumerate(ids) if len(x) > limit]
+
     @torch.no_grad()
     def cross_attention(self, source: str, translation: str | None = None):
         """Encoder-decoder attention of one sentence pair (teacher-forced on `translation`,
@@ -310,6 +317,9 @@ def train_translation(exp: Experiment, resume: bool = False, out: str | Path | N
                               data.tokenizer, data.split_digits)
     model_cfg = exp.model_config(vocab_size=tok.vocab_size, pad_id=PAD)
     train_ids = encode_pairs(tok, splits["train"], model_cfg.max_len)
+    if len(splits["valid"]) > data.valid_pairs and not data.corpus:  # the user's own file
+        say(f"warning: validation uses the first {data.valid_pairs} of {len(splits['valid'])} "
+            "pairs (data.valid_pairs)")
     valid_ids = encode_pairs(tok, splits["valid"][:data.valid_pairs], model_cfg.max_len)
     if not train_ids:
         raise UserError(f"no training pair fits max_len={model_cfg.max_len}")

@@ -79,6 +79,21 @@ def check_out_folder(out: Path, resume: bool) -> None:
                             "choose another out folder")
         for item in out.iterdir():
             shutil.rmtree(item) if item.is_dir() else item.unlink()
+    elif not out.exists():
+        _probe_creatable(out)
+
+
+def _probe_creatable(out: Path) -> None:
+    """Create `out` (and missing parents) and remove them again, so that an impossible folder
+    (under a file, on a read-only filesystem, in /proc) fails now, before any data is read; the
+    OSError is turned into one line by the command line."""
+    created = []
+    for folder in [*reversed(out.parents), out]:
+        if not folder.exists():
+            folder.mkdir()
+            created.append(folder)
+    for folder in reversed(created):
+        folder.rmdir()
 
 
 def mark_started(out: Path) -> None:
@@ -137,9 +152,18 @@ def load_train_state(folder: str | Path) -> dict[str, Any]:
     if not path.is_file():
         raise UserError(f"{path}: not found: nothing to resume (train without --resume first)")
     try:
-        return torch.load(path, map_location="cpu", weights_only=True)
+        state = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as e:  # unpickling errors come in many types
         raise UserError(f"{path}: unreadable train state ({type(e).__name__}: {e})") from None
+    if not isinstance(state, dict) or not isinstance(state.get("step"), int):
+        raise UserError(f"{path}: not a train state (no step)")
+    weights = state.get("weights")
+    if weights is not None:  # a path inside the folder, never one that leaves it
+        inside = Path(folder).resolve()
+        target = (inside / str(weights)).resolve()
+        if not target.is_relative_to(inside):
+            raise UserError(f"{path}: names weights outside the folder ({weights!r})")
+    return state
 
 
 # -- averaging (§6.1) ------------------------------------------------------------------------

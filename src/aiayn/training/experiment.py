@@ -29,6 +29,7 @@ import yaml
 from aiayn.config import Config, TrainConfig, did_you_mean
 from aiayn.devices import resolve_device
 from aiayn.errors import ConfigError, UserError
+from aiayn.sizes import check_fits
 
 SECTIONS = ("task", "out", "model", "data", "train")
 # The built-in configs, shipped inside the package: `aiayn train demo` works from anywhere.
@@ -86,9 +87,11 @@ def build_model_config(task: Task, model: dict[str, Any], from_data: dict[str, A
     name = _check_preset(task, model, where)
     fields = {k: v for k, v in model.items() if k not in task.model_keys and k != "preset"}
     try:
-        return cls.from_dict({**cls.PRESETS.get(name, {}), **fields, **from_data})
+        config = cls.from_dict({**cls.PRESETS.get(name, {}), **fields, **from_data})
     except ConfigError as e:
         raise UserError(f"{where}: model: {e}") from None
+    check_fits(config, f"{where}: model", training=True)
+    return config
 
 
 # -- reading ------------------------------------------------------------------------------------

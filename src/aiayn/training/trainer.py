@@ -32,8 +32,9 @@ import torch
 from torch import Tensor, nn
 from tqdm.auto import tqdm
 
-from aiayn.config import TrainConfig
+from aiayn.config import FINAL_CHECKPOINTS, TrainConfig
 from aiayn.devices import resolve_device
+from aiayn.errors import UserError, describe_os_error
 from aiayn.folder import WEIGHTS_FILE, atomic_write, checkpoint_path, load_weights, save_model
 from aiayn.training.checkpoint import (
     load_train_state,
@@ -94,6 +95,7 @@ class Trainer:
         self._pending_interrupt = False
         self._signal: int | None = None  # the signal that interrupted the run
         self._last_eval = -1
+        self._saved_step: int | None = None  # the step of the last complete save
 
     # -- state -----------------------------------------------------------------------------
 
@@ -102,7 +104,24 @@ class Trainer:
                           "data": self.batches.state_dict(), "rng": rng_state()}
 
     def save(self) -> Path:
-        """Write the folder: config + weights, numbered weights, then the train state naming them."""
+        """Write the folder: config + weights, numbered weights, then the train state naming them.
+
+        A write that fails (disk full, read-only filesystem) is a UserError naming the step and
+        the last saved one, which every file is written atomically to keep intact."""
+        try:
+            ckpt = self._save()
+        except Exception as e:
+            reason = describe_os_error(e)
+            if reason is None:
+                raise
+            kept = (f"the train state of step {self._saved_step} is intact"
+                    if self._saved_step is not None else "nothing had been saved before")
+            raise UserError(f"could not save step {self._boundary['step']} in {self.out}: "
+                            f"{reason}; {kept}") from None
+        self._saved_step = self._boundary["step"]
+        return ckpt
+
+    def _save(self) -> Path:
         b = self._boundary
         save_model(self.out, self.family, self.model, self.meta)  # config.json + model.safetensors
         ckpt = checkpoint_path(self.out, b["step"])
@@ -124,6 +143,7 @@ class Trainer:
             self.scaler.load_state_dict(state["scaler"])
         self.batches.load_state_dict(state["data"])
         self.step, self.tokens, self.elapsed = state["step"], state["tokens"], state["elapsed"]
+        self._saved_step = self.step
         set_rng_state(state["rng"])
 
     # -- the loop ----------------------------------------------------------------------------
@@ -254,13 +274,14 @@ class Trainer:
         return row
 
     def _final_save_times(self) -> list[float]:
-        """Seconds into the run at which to save, so that the last keep_last_n checkpoints lie
-        final_checkpoint_spacing x max_minutes apart at the end of a time budget (§6.1)."""
+        """Seconds into the run at which to save, so that the last min(keep_last_n, 5) checkpoints
+        lie final_checkpoint_spacing x max_minutes apart at the end of a time budget (§6.1)."""
         cfg = self.cfg
-        if cfg.max_minutes is None or not cfg.final_checkpoint_spacing or cfg.keep_last_n < 2:
+        n = min(cfg.keep_last_n, FINAL_CHECKPOINTS)
+        if cfg.max_minutes is None or not cfg.final_checkpoint_spacing or n < 2:
             return []
         budget = cfg.max_minutes * 60
-        times = [budget * (1 - cfg.final_checkpoint_spacing * k) for k in range(1, cfg.keep_last_n)]
+        times = [budget * (1 - cfg.final_checkpoint_spacing * k) for k in range(1, n)]
         return sorted(t for t in times if t > self.elapsed)
 
     def _time_left(self) -> str:

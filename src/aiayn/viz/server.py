@@ -7,20 +7,25 @@ the attention heatmaps it gets back. Every request runs through one Inspector un
 model is not re-entrant-safe (a KV cache per call is, but torch's intra-op threads are shared),
 and the server (waitress) handles requests on several threads.
 
-Security: binds 127.0.0.1 unless told otherwise; request bodies are capped (MAX_CONTENT_LENGTH);
-inputs are bounded in characters and in tokens (the model's max_len); every error is a JSON
-object {"error": "..."} with a 4xx status (a 500 never carries a stack trace).
+Security: binds 127.0.0.1 unless told otherwise; only requests whose Host header names this
+machine (127.0.0.1, localhost, ::1) or the --host given are answered, so a web page cannot reach
+the server through DNS rebinding; request bodies are capped (16 KiB, refused from the
+Content-Length header before reading); inputs are bounded in characters and in tokens (the
+model's max_len); idle connections are closed after IDLE_SECONDS and up to MAX_CONNECTIONS are
+held, so idle sockets cannot lock others out; every error, including waitress's own (413, 400),
+is a JSON object {"error": "..."} with a 4xx status (a 500 never carries a stack trace).
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 from pathlib import Path
 from typing import Any
 
 from flask import Flask, jsonify, request, send_from_directory
-from werkzeug.exceptions import HTTPException
+from werkzeug.exceptions import HTTPException, RequestEntityTooLarge
 
 from aiayn.errors import UserError
 from aiayn.families import ENCODER, LANGUAGE_MODEL, TRANSLATION, VIT
@@ -32,6 +37,10 @@ MAX_BODY_BYTES = 16 * 1024
 MAX_CHARS = 500
 MAX_BEAM = 8
 MAX_NEW_TOKENS = 64
+MAX_JSON_DEPTH = 32  # request bodies are flat objects; deeper nesting is refused unparsed
+IDLE_SECONDS = 10  # an idle connection is closed after this long (waitress's default is 120)
+MAX_CONNECTIONS = 1000  # connections held at once (waitress's default is 100)
+LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1")
 ENDPOINT_FAMILIES = {"translate": TRANSLATION, "generate": LANGUAGE_MODEL, "encode": ENCODER}
 log = logging.getLogger("aiayn.serve")
 
@@ -40,8 +49,10 @@ class BadRequest(Exception):
     """A client mistake: answered with status 400 and {"error": message}."""
 
 
-def create_app(model: str | Path | Inspector, max_chars: int = MAX_CHARS) -> Flask:
-    """The Flask app for one model folder (or a loaded Inspector)."""
+def create_app(model: str | Path | Inspector, max_chars: int = MAX_CHARS,
+               host: str = "127.0.0.1") -> Flask:
+    """The Flask app for one model folder (or a loaded Inspector); `host` (the address served)
+    joins the Host-header allow-list."""
     family = model.family if isinstance(model, Inspector) else folder_family(model).name
     if family not in ENDPOINT_FAMILIES.values():  # checked before any weights are loaded
         hint = " (for a ViT: aiayn viz attention --model DIR IMAGE)" if family == VIT else ""
@@ -53,12 +64,23 @@ def create_app(model: str | Path | Inspector, max_chars: int = MAX_CHARS) -> Fla
     app.config["MAX_CONTENT_LENGTH"] = MAX_BODY_BYTES
     app.json.sort_keys = False
     _json_errors(app)
+    allowed = {*LOCAL_HOSTS, host.strip("[]").lower()}
 
-    @app.get("/")
+    @app.before_request
+    def check_host():
+        name = _host_name(request.host)
+        if name not in allowed:
+            raise BadRequest(f"Host {request.host!r} is not served here (allowed: "
+                             f"{', '.join(sorted(allowed))}); start the server with --host "
+                             "NAME to answer to another name")
+        if request.content_length is not None and request.content_length > MAX_BODY_BYTES:
+            raise RequestEntityTooLarge()
+
+    @app.get("/", provide_automatic_options=False)
     def index():
         return send_from_directory(STATIC, "index.html")
 
-    @app.get("/api/info")
+    @app.get("/api/info", provide_automatic_options=False)
     def info():
         return jsonify(family=inspector.family, endpoint=_endpoint(inspector.family),
                        max_chars=max_chars, max_len=inspector.max_len, max_beam=MAX_BEAM,
@@ -90,8 +112,21 @@ def create_app(model: str | Path | Inspector, max_chars: int = MAX_CHARS) -> Fla
         return jsonify(data)
 
     for endpoint in ENDPOINT_FAMILIES:
-        app.add_url_rule(f"/api/{endpoint}", endpoint, lambda e=endpoint: run(e), methods=["POST"])
+        app.add_url_rule(f"/api/{endpoint}", endpoint, lambda e=endpoint: run(e), methods=["POST"],
+                         provide_automatic_options=False)
+    # The static files' rule, too, answers OPTIONS with a JSON 405 rather than an empty 200.
+    for rule in app.url_map.iter_rules():
+        rule.provide_automatic_options = False
+        rule.methods.discard("OPTIONS")
     return app
+
+
+def _host_name(host: str) -> str:
+    """The name in a Host header, without the port ("[::1]:8000" -> "::1")."""
+    host = host.strip().lower()
+    if host.startswith("["):
+        return host[1:host.find("]")] if "]" in host else host
+    return host.rsplit(":", 1)[0] if host.count(":") == 1 else host
 
 
 def _json_errors(app: Flask) -> None:
@@ -116,16 +151,45 @@ def _endpoint(family: str) -> str:
 
 
 def _json_body() -> dict[str, Any]:
+    raw = request.get_data(cache=True)
+    if _nesting(raw) > MAX_JSON_DEPTH:  # refused before the parser recurses
+        raise BadRequest(f"the request body nests deeper than {MAX_JSON_DEPTH} levels")
     body = request.get_json(silent=True)  # None for a missing, malformed or non-JSON body
     if not isinstance(body, dict):
         raise BadRequest("the request body must be a JSON object, e.g. {\"text\": \"...\"}")
     return body
 
 
+def _nesting(raw: bytes) -> int:
+    """The deepest bracket nesting of a JSON text (brackets inside strings are not counted)."""
+    depth = deepest = 0
+    in_string = escaped = False
+    for byte in raw:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif byte == 0x5C:  # backslash
+                escaped = True
+            elif byte == 0x22:  # quote
+                in_string = False
+        elif byte == 0x22:
+            in_string = True
+        elif byte in (0x5B, 0x7B):  # [ {
+            depth += 1
+            deepest = max(deepest, depth)
+        elif byte in (0x5D, 0x7D):
+            depth -= 1
+    return deepest
+
+
 def _text(body: dict[str, Any], key: str, max_chars: int) -> str:
     text = body.get(key)
     if not isinstance(text, str):
         raise BadRequest(f"{key!r} must be a string")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:  # JSON allows "\ud800"; no tokenizer can read it
+        raise BadRequest(f"{key!r} holds an unpaired surrogate (not valid Unicode text)") from None
     if not text.strip():
         raise BadRequest(f"{key!r} is empty")
     if len(text) > max_chars:
@@ -140,13 +204,41 @@ def _int(body: dict[str, Any], key: str, default: int, lo: int, hi: int) -> int:
     return value
 
 
+def make_server(app: Flask, host: str = "127.0.0.1", port: int = 8000, threads: int = 4):
+    """A waitress server for `app` with the explorer's limits; `.run()` serves until stopped.
+
+    Errors waitress answers itself, before the app sees the request (a body over the limit as it
+    streams in, a malformed request line), are JSON like the app's."""
+    from waitress.channel import HTTPChannel
+    from waitress.server import create_server
+    from waitress.task import ErrorTask
+
+    class JsonErrorTask(ErrorTask):
+        def execute(self):
+            e = self.request.error
+            body = json.dumps({"error": f"{e.code} {e.reason}: {e.body}".strip()}).encode()
+            self.status = f"{e.code} {e.reason}"
+            self.response_headers.append(("Content-Type", "application/json"))
+            self.set_close_on_finish()
+            self.content_length = len(body)
+            self.write(body)
+
+    class JsonErrorChannel(HTTPChannel):
+        error_task_class = JsonErrorTask
+
+    server = create_server(app, host=host, port=port, threads=threads,
+                           max_request_body_size=MAX_BODY_BYTES, channel_timeout=IDLE_SECONDS,
+                           cleanup_interval=2, connection_limit=MAX_CONNECTIONS)
+    server.channel_class = JsonErrorChannel
+    return server
+
+
 def serve(model: str | Path, host: str = "127.0.0.1", port: int = 8000, threads: int = 4,
           say=print) -> None:
     """Load the model and serve the explorer with waitress (a threaded production server)."""
-    from waitress import serve as waitress_serve
-    app = create_app(model)
-    say(f"aiayn explorer: http://{host}:{port}/ (Ctrl-C to stop)")
-    waitress_serve(app, host=host, port=port, threads=threads, max_request_body_size=MAX_BODY_BYTES)
+    server = make_server(create_app(model, host=host), host, port, threads)
+    say(f"aiayn explorer: http://{host}:{server.effective_port}/ (Ctrl-C to stop)")
+    server.run()
 
 
-__all__ = ["create_app", "serve"]
+__all__ = ["create_app", "make_server", "serve"]

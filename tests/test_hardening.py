@@ -1,0 +1,175 @@
+"""Sizes checked before allocating, crafted folders refused in one line (issue 9)."""
+
+import json
+import time
+
+import pytest
+
+from aiayn import sizes
+from aiayn.cli import main
+from aiayn.config import DecoderLMConfig, TransformerConfig, ViTConfig
+from aiayn.models import DecoderLM, Transformer, VisionTransformer
+from test_cli_translation import run, write_config
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("hard")
+    assert main(["train", str(write_config(tmp, max_steps=2)), "--out", str(tmp / "m")]) == 0
+    return tmp / "m"
+
+
+@pytest.mark.parametrize("config, model", [
+    (TransformerConfig(vocab_size=300, d_model=32, n_heads=4, d_ff=64, n_layers=2, max_len=50), Transformer),
+    (TransformerConfig(vocab_size=300, d_model=32, n_heads=4, d_ff=64, n_encoder_layers=1,
+                       n_decoder_layers=3, max_len=50), Transformer),
+    (DecoderLMConfig(vocab_size=300, d_model=32, n_heads=4, d_ff=64, n_layers=3, max_len=40,
+                     positions="learned"), DecoderLM),
+    (ViTConfig(image_size=32, patch_size=8, d_model=32, n_heads=4, d_ff=64, n_layers=2,
+               n_classes=10), VisionTransformer),
+])
+def test_the_estimate_bounds_the_real_count_closely(config, model):
+    real = sum(p.numel() for p in model(config).parameters())
+    est = sizes.estimate_parameters(config)
+    assert real * 0.8 <= est <= real * 1.6, (est, real)
+
+
+@pytest.mark.parametrize("override", ["model.d_ff=2000000000", "model.n_layers=100000000",
+                                      "model.max_len=1000000000"])
+def test_a_huge_training_config_is_refused_before_allocating(tmp_path, capsys, override):
+    start = time.monotonic()
+    code, out, err = run(capsys, "train", write_config(tmp_path), override, "--out", tmp_path / "m")
+    assert code == 2 and err.count("\n") == 1 and "Traceback" not in err
+    assert "parameters need" in err and sizes.SKIP_ENV in err
+    assert time.monotonic() - start < 30
+    assert not (tmp_path / "m").exists()
+
+
+@pytest.mark.parametrize("key, value", [("d_model", 65536), ("n_encoder_layers", 10**8),
+                                        ("max_len", 10**9)])
+def test_a_crafted_folder_is_refused_before_allocating(folder, tmp_path, capsys, key, value):
+    crafted = tmp_path / "crafted"
+    crafted.mkdir()
+    for f in folder.iterdir():
+        if f.is_file():
+            (crafted / f.name).write_bytes(f.read_bytes())
+    meta = json.loads((crafted / "config.json").read_text())
+    meta["model"][key] = value
+    if key == "d_model":
+        meta["model"]["n_heads"] = 1
+    (crafted / "config.json").write_text(json.dumps(meta))
+    code, out, err = run(capsys, "translate", "--model", crafted, "1 2")
+    assert code == 2 and err.count("\n") == 1 and "Traceback" not in err
+    assert "parameters need" in err
+
+
+def test_the_check_can_be_skipped(monkeypatch):
+    monkeypatch.setenv(sizes.SKIP_ENV, "1")
+    sizes.check_fits(TransformerConfig(d_ff=2_000_000_000), "x", training=True)  # no error
+    monkeypatch.delenv(sizes.SKIP_ENV)
+    with pytest.raises(Exception, match="parameters need"):
+        sizes.check_fits(TransformerConfig(d_ff=2_000_000_000), "x", training=True)
+
+
+def test_config_sizes_that_do_not_match_the_weights_are_one_line(folder, tmp_path, capsys):
+    crafted = tmp_path / "crafted"
+    crafted.mkdir()
+    for f in folder.iterdir():
+        if f.is_file():
+            (crafted / f.name).write_bytes(f.read_bytes())
+    meta = json.loads((crafted / "config.json").read_text())
+    meta["model"]["d_ff"] = 48
+    (crafted / "config.json").write_text(json.dumps(meta))
+    code, out, err = run(capsys, "translate", "--model", crafted, "1 2")
+    assert code == 2 and err.count("\n") == 1 and "Traceback" not in err
+    assert "weights do not match the config" in err and "(48" in err and "by the config (and 11 more)" in err
+
+
+@pytest.mark.parametrize("value", ["oops", 3, ["a"]])
+def test_a_folder_whose_experiment_is_not_an_object_is_refused(folder, tmp_path, capsys, value):
+    crafted = tmp_path / "crafted"
+    crafted.mkdir()
+    for f in folder.rglob("*"):
+        if f.is_file():
+            target = crafted / f.relative_to(folder)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(f.read_bytes())
+    meta = json.loads((crafted / "config.json").read_text())
+    meta["experiment"] = value
+    (crafted / "config.json").write_text(json.dumps(meta))
+    config = folder.parent / "exp.yaml"  # the folder's own config
+    code, out, err = run(capsys, "train", config, "--out", crafted, "--resume")
+    assert code == 2 and err.count("\n") == 1 and "Traceback" not in err
+    assert "'experiment' must be an object" in err
+
+
+@pytest.mark.parametrize("delay", [0.3, 1.0, 2.5])
+def test_ctrl_c_while_starting_is_a_clean_exit(tmp_path, delay):
+    """(Before ~0.1 s the interpreter itself is still starting, which aiayn cannot reach.)"""
+    import signal
+    import subprocess
+    import sys
+
+    proc = subprocess.Popen([sys.executable, "-m", "aiayn", "train", "demo", "train.max_steps=3",
+                             "--out", str(tmp_path / "m")], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+    time.sleep(delay)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=120)
+    assert b"Traceback" not in err, err.decode()
+    assert proc.returncode in (0, 130, -signal.SIGINT), (proc.returncode, err.decode())
+
+
+def test_sigkill_sweep_then_resume_equals_an_uninterrupted_run(tmp_path):
+    """SIGKILL at random points (seeded), then what a user would do next (--resume when there is
+    a train state, a fresh start otherwise), until the run ends: the weights equal those of an
+    uninterrupted run, bit for bit, and no temporary file is left behind."""
+    import random
+    import signal
+    import subprocess
+    import sys
+
+    from safetensors.torch import load_file
+
+    config = write_config(tmp_path, max_steps=40, save_every=3, log_every=1)
+    assert main(["train", str(config), "--out", str(tmp_path / "ref")]) == 0
+    out = tmp_path / "killed"
+    rng = random.Random(0)
+
+    def command():
+        resume = ["--resume"] if (out / "train_state.pt").exists() else []
+        return [sys.executable, "-m", "aiayn", "train", str(config), "--out", str(out), *resume]
+
+    kills = 0
+    for _ in range(4):
+        proc = subprocess.Popen(command(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        time.sleep(rng.uniform(2.0, 6.0))
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGKILL)
+            kills += 1
+        proc.communicate(timeout=120)
+    finish = subprocess.run(command(), capture_output=True, timeout=300)
+    assert finish.returncode == 0, finish.stderr.decode()
+    assert kills >= 2  # the sweep did interrupt the run
+    assert not [p for p in out.rglob("*") if p.name.endswith(".tmp")]
+    want, got = load_file(tmp_path / "ref" / "model.safetensors"), load_file(out / "model.safetensors")
+    assert want.keys() == got.keys()
+    assert all((want[k] == got[k]).all() for k in want)
+
+
+def test_a_train_state_naming_weights_outside_the_folder_is_refused(folder, tmp_path, capsys):
+    import torch
+
+    crafted = tmp_path / "crafted"
+    for f in folder.rglob("*"):
+        if f.is_file():
+            target = crafted / f.relative_to(folder)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(f.read_bytes())
+    state = torch.load(crafted / "train_state.pt", weights_only=True)
+    state["weights"] = "../../../etc/passwd"
+    torch.save(state, crafted / "train_state.pt")
+    code, out, err = run(capsys, "train", folder.parent / "exp.yaml", "--out", crafted, "--resume")
+    last = err.strip().splitlines()[-1]  # after the run's own progress lines
+    assert code == 2 and "Traceback" not in err
+    assert last.startswith("aiayn: error: ") and "names weights outside the folder" in last
