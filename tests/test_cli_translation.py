@@ -198,7 +198,8 @@ def test_bad_input_is_one_line_non_zero_and_leaves_folders_alone(trained, capsys
     assert not (tmp_path / "new").exists()
 
 
-def test_a_failed_save_is_one_line_naming_the_intact_step(tmp_path, capsys, monkeypatch):
+@pytest.mark.parametrize("failure", ["oserror", "torch"])
+def test_a_failed_save_is_one_line_naming_the_intact_step(tmp_path, capsys, monkeypatch, failure):
     import errno
 
     import aiayn.training.trainer as trainer
@@ -208,6 +209,9 @@ def test_a_failed_save_is_one_line_naming_the_intact_step(tmp_path, capsys, monk
     def disk_full_on_second_save(out, state):
         calls.append(state["step"])
         if len(calls) == 2:
+            if failure == "torch":  # what torch.save raises on a full disk
+                raise RuntimeError("[enforce fail at inline_container.cc:778] . PytorchStreamWriter"
+                                   " failed writing file data/0: No space left on device")
             raise OSError(errno.ENOSPC, "No space left on device", str(out / "train_state.pt"))
         real(out, state)
 
