@@ -19,6 +19,22 @@ def folder(tmp_path_factory):
     return tmp / "m"
 
 
+def crafted_copy(folder, tmp_path, model=None, **top):
+    """A copy of `folder` (checkpoints included) whose config.json has `model` keys and top-level
+    keys replaced."""
+    crafted = tmp_path / "crafted"
+    for f in folder.rglob("*"):
+        if f.is_file():
+            target = crafted / f.relative_to(folder)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(f.read_bytes())
+    meta = json.loads((crafted / "config.json").read_text())
+    meta["model"].update(model or {})
+    meta.update(top)
+    (crafted / "config.json").write_text(json.dumps(meta))
+    return crafted
+
+
 @pytest.mark.parametrize("config, model", [
     (TransformerConfig(vocab_size=300, d_model=32, n_heads=4, d_ff=64, n_layers=2, max_len=50), Transformer),
     (TransformerConfig(vocab_size=300, d_model=32, n_heads=4, d_ff=64, n_encoder_layers=1,
@@ -48,16 +64,7 @@ def test_a_huge_training_config_is_refused_before_allocating(tmp_path, capsys, o
 @pytest.mark.parametrize("key, value", [("d_model", 65536), ("n_encoder_layers", 10**8),
                                         ("max_len", 10**9)])
 def test_a_crafted_folder_is_refused_before_allocating(folder, tmp_path, capsys, key, value):
-    crafted = tmp_path / "crafted"
-    crafted.mkdir()
-    for f in folder.iterdir():
-        if f.is_file():
-            (crafted / f.name).write_bytes(f.read_bytes())
-    meta = json.loads((crafted / "config.json").read_text())
-    meta["model"][key] = value
-    if key == "d_model":
-        meta["model"]["n_heads"] = 1
-    (crafted / "config.json").write_text(json.dumps(meta))
+    crafted = crafted_copy(folder, tmp_path, {key: value, **({"n_heads": 1} if key == "d_model" else {})})
     code, out, err = run(capsys, "translate", "--model", crafted, "1 2")
     assert code == 2 and err.count("\n") == 1 and "Traceback" not in err
     assert "parameters need" in err
@@ -72,14 +79,7 @@ def test_the_check_can_be_skipped(monkeypatch):
 
 
 def test_config_sizes_that_do_not_match_the_weights_are_one_line(folder, tmp_path, capsys):
-    crafted = tmp_path / "crafted"
-    crafted.mkdir()
-    for f in folder.iterdir():
-        if f.is_file():
-            (crafted / f.name).write_bytes(f.read_bytes())
-    meta = json.loads((crafted / "config.json").read_text())
-    meta["model"]["d_ff"] = 48
-    (crafted / "config.json").write_text(json.dumps(meta))
+    crafted = crafted_copy(folder, tmp_path, {"d_ff": 48})
     code, out, err = run(capsys, "translate", "--model", crafted, "1 2")
     assert code == 2 and err.count("\n") == 1 and "Traceback" not in err
     assert "weights do not match the config" in err and "(48" in err and "by the config (and 11 more)" in err
@@ -87,16 +87,7 @@ def test_config_sizes_that_do_not_match_the_weights_are_one_line(folder, tmp_pat
 
 @pytest.mark.parametrize("value", ["oops", 3, ["a"]])
 def test_a_folder_whose_experiment_is_not_an_object_is_refused(folder, tmp_path, capsys, value):
-    crafted = tmp_path / "crafted"
-    crafted.mkdir()
-    for f in folder.rglob("*"):
-        if f.is_file():
-            target = crafted / f.relative_to(folder)
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes(f.read_bytes())
-    meta = json.loads((crafted / "config.json").read_text())
-    meta["experiment"] = value
-    (crafted / "config.json").write_text(json.dumps(meta))
+    crafted = crafted_copy(folder, tmp_path, experiment=value)
     config = folder.parent / "exp.yaml"  # the folder's own config
     code, out, err = run(capsys, "train", config, "--out", crafted, "--resume")
     assert code == 2 and err.count("\n") == 1 and "Traceback" not in err
@@ -160,12 +151,7 @@ def test_sigkill_sweep_then_resume_equals_an_uninterrupted_run(tmp_path):
 def test_a_train_state_naming_weights_outside_the_folder_is_refused(folder, tmp_path, capsys):
     import torch
 
-    crafted = tmp_path / "crafted"
-    for f in folder.rglob("*"):
-        if f.is_file():
-            target = crafted / f.relative_to(folder)
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes(f.read_bytes())
+    crafted = crafted_copy(folder, tmp_path)
     state = torch.load(crafted / "train_state.pt", weights_only=True)
     state["weights"] = "../../../etc/passwd"
     torch.save(state, crafted / "train_state.pt")
