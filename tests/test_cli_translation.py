@@ -98,6 +98,14 @@ def test_eval_reports_sacrebleu_chrf_exact_match_and_speed(trained, capsys):
     code, out, _ = run(capsys, "eval", "--model", model, "--src", tmp / "valid.src",
                        "--ref", tmp / "valid.tgt", "--beam", "1")
     assert code == 0 and out.startswith("BLEU ") and "chrF" in out and "exact match" in out
+    import torch
+    before = torch.get_num_threads()
+    try:
+        code, out, _ = run(capsys, "eval", "--model", model, "--src", tmp / "valid.src",
+                           "--ref", tmp / "valid.tgt", "--json", "--threads", "1")
+        assert code == 0 and json.loads(out)["threads"] == 1
+    finally:
+        torch.set_num_threads(before)
 
 
 def test_average_last_two_checkpoints(trained, capsys, tmp_path):

@@ -82,6 +82,19 @@ def _model_args(p: argparse.ArgumentParser) -> None:
                    help="auto (CUDA when present, else CPU; default), cpu, cuda, cuda:N, mps")
     p.add_argument("--checkpoint", type=positive_int, metavar="STEP",
                    help="use the weights saved at this training step (checkpoints/)")
+    p.add_argument("--threads", type=positive_int, default=None,
+                   help="CPU threads for decoding (default: torch's, usually the core count)")
+
+
+def _set_threads(args: argparse.Namespace) -> None:
+    if args.threads:
+        import torch
+        torch.set_num_threads(args.threads)
+
+
+def _threads() -> int:
+    import torch
+    return torch.get_num_threads()
 
 
 def _decode_opts(args: argparse.Namespace) -> dict:
@@ -105,6 +118,7 @@ def _train(args: argparse.Namespace) -> int:
 def _translate(args: argparse.Namespace) -> int:
     from aiayn.tasks.translation import Translator
 
+    _set_threads(args)
     translator = Translator.load(args.model, device=args.device, checkpoint=args.checkpoint)
     sentences = args.sentences or read_stdin_lines()
     _warn_truncated(translator, sentences)
@@ -129,6 +143,7 @@ def _eval(args: argparse.Namespace) -> int:
     if args.hyp:
         writable_file("--hyp", args.hyp)
     pairs = read_parallel(args.src, args.ref)
+    _set_threads(args)
     translator = Translator.load(args.model, device=args.device, checkpoint=args.checkpoint)
     _warn_truncated(translator, [s for s, _ in pairs])
     start = time.perf_counter()
@@ -138,7 +153,8 @@ def _eval(args: argparse.Namespace) -> int:
     out_tokens = sum(len(translator.tokenizer.encode(h)) + 1 for h in hyps)
     scores.update(sentences=len(pairs), seconds=round(seconds, 3),
                   sentences_per_s=round(len(pairs) / seconds, 2),
-                  tokens_per_s=round(out_tokens / seconds, 1), **_decode_opts(args))
+                  tokens_per_s=round(out_tokens / seconds, 1), **_decode_opts(args),
+                  threads=_threads())
     if args.hyp:
         from aiayn.folder import atomic_write_text
         atomic_write_text(args.hyp, "".join(h + "\n" for h in hyps))
