@@ -2,8 +2,9 @@
 lives in aiayn.cli.demo).
 
     aiayn train CONFIG [key=value ...] [--out DIR] [--resume]   CONFIG: file, built-in or preset
-    aiayn translate --model DIR [--beam 4] [--alpha 0.6] [--length-penalty gnmt|avg] [TEXT ...]
-    aiayn eval --model DIR --src FILE --ref FILE [--json]
+    aiayn translate --model DIR [--beam 4] [--alpha 0.6] [--length-penalty gnmt|avg]
+                    [--early-stopping exact|first_k|current_length] [--threads N] [TEXT ...]
+    aiayn eval --model DIR --src FILE --ref FILE [--json] [--hyp FILE] (and translate's options)
     aiayn average --model DIR [--last 5] --out DIR2      (§6.1 checkpoint averaging)
 
 Commands are thin: each parses its arguments and calls a typed function.
