@@ -88,12 +88,14 @@ def _probe_creatable(out: Path) -> None:
     (under a file, on a read-only filesystem, in /proc) fails now, before any data is read; the
     OSError is turned into one line by the command line."""
     created = []
-    for folder in [*reversed(out.parents), out]:
-        if not folder.exists():
-            folder.mkdir()
-            created.append(folder)
-    for folder in reversed(created):
-        folder.rmdir()
+    try:
+        for folder in [*reversed(out.parents), out]:
+            if not folder.exists():
+                folder.mkdir()
+                created.append(folder)
+    finally:
+        for folder in reversed(created):
+            folder.rmdir()
 
 
 def mark_started(out: Path) -> None:
