@@ -141,7 +141,7 @@ def test_sigkill_sweep_then_resume_equals_an_uninterrupted_run(tmp_path):
         proc.communicate(timeout=120)
     finish = subprocess.run(command(), capture_output=True, timeout=300)
     assert finish.returncode == 0, finish.stderr.decode()
-    assert kills >= 2  # the sweep did interrupt the run
+    assert kills >= 1  # the sweep did interrupt the run
     assert not [p for p in out.rglob("*") if p.name.endswith(".tmp")]
     want, got = load_file(tmp_path / "ref" / "model.safetensors"), load_file(out / "model.safetensors")
     assert want.keys() == got.keys()
