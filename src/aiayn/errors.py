@@ -19,8 +19,7 @@ def describe_os_error(e: BaseException) -> str | None:
     is not one (a programming error, which should keep its traceback)."""
     if isinstance(e, OSError):
         reason = e.strerror or str(e) or type(e).__name__
-        where = e.filename if e.filename is not None else None
-        return f"{where}: {reason}" if where else reason
+        return f"{e.filename}: {reason}" if e.filename is not None else reason
     text = str(e)
     if type(e).__name__ == "SafetensorError" or any(w in text for w in _WRITE_FAILURES):
         first = text.strip().splitlines()[0] if text.strip() else type(e).__name__

@@ -28,13 +28,9 @@ def estimate_parameters(config: Any) -> int:
     embeddings and a classifier head. Biases and LayerNorms are small and left out.
     """
     d, d_ff = int(getattr(config, "d_model", 0)), int(getattr(config, "d_ff", 0))
-    enc = getattr(config, "n_encoder_layers", None)
-    dec = getattr(config, "n_decoder_layers", None)
-    n = int(getattr(config, "n_layers", 0) or 0)
-    enc = n if enc is None else int(enc)
-    dec = (n if dec is None else int(dec)) if hasattr(config, "n_decoder_layers") else 0
-    if not hasattr(config, "n_encoder_layers"):
-        enc = n  # one stack (language model, encoder, ViT)
+    # TransformerConfig resolves its two stack sizes; the other families have one stack.
+    enc = int(getattr(config, "n_encoder_layers", getattr(config, "n_layers", 0)))
+    dec = int(getattr(config, "n_decoder_layers", 0))
     per_layer = 4 * d * d + 2 * d * d_ff
     total = enc * per_layer + dec * (per_layer + 4 * d * d)
     vocab = int(getattr(config, "vocab_size", 0) or 0) + int(getattr(config, "tgt_vocab_size", 0) or 0)

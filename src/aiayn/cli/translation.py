@@ -103,6 +103,10 @@ def _decode_opts(args: argparse.Namespace) -> dict:
                 batch_size=args.batch_size, early_stopping=args.early_stopping)
 
 
+def _translate_opts(args: argparse.Namespace) -> dict:
+    return {**_decode_opts(args), "warn": warn}
+
+
 def _train(args: argparse.Namespace) -> int:
     from aiayn.tasks.translation import experiment, train_translation
 
@@ -122,19 +126,10 @@ def _translate(args: argparse.Namespace) -> int:
     _set_threads(args)
     translator = Translator.load(args.model, device=args.device, checkpoint=args.checkpoint)
     sentences = args.sentences or read_stdin_lines()
-    _warn_truncated(translator, sentences)
-    for line in translator.translate(sentences, **_decode_opts(args)):
+    for line in translator.translate(sentences, **_translate_opts(args)):
         print(line)
     sys.stdout.flush()
     return 0
-
-
-def _warn_truncated(translator, sentences) -> None:
-    long = translator.too_long(sentences)
-    if long:
-        limit = translator.model.config.max_len
-        warn(f"{len(long)} input sentence(s) longer than the model's {limit} positions are cut "
-             f"to {limit} tokens (the first: sentence {long[0] + 1})")
 
 
 def _eval(args: argparse.Namespace) -> int:
@@ -146,9 +141,8 @@ def _eval(args: argparse.Namespace) -> int:
     pairs = read_parallel(args.src, args.ref)
     _set_threads(args)
     translator = Translator.load(args.model, device=args.device, checkpoint=args.checkpoint)
-    _warn_truncated(translator, [s for s, _ in pairs])
     start = time.perf_counter()
-    hyps = translator.translate([s for s, _ in pairs], **_decode_opts(args))
+    hyps = translator.translate([s for s, _ in pairs], **_translate_opts(args))
     seconds = time.perf_counter() - start
     scores = score_translations(hyps, [r for _, r in pairs])
     out_tokens = sum(len(translator.tokenizer.encode(h)) + 1 for h in hyps)

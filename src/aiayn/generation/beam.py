@@ -158,7 +158,7 @@ class BeamSearch:
         if rule == "first_k":
             return torch.isfinite(kth_best) | at_limit
         if rule == "current_length":
-            lp = torch.full_like(self.lp_end, self._lp(self.step + 2))
+            lp = self._lp(self.step + 2)
         else:
             lp = self.lp_end.clamp(min=self._lp(self.step + 2))  # (n,) the largest penalty
         best_live = self.scores[:, 0].double() / lp

@@ -256,22 +256,22 @@ class Translator:
 
     def translate(self, sentences: str | Sequence[str], beam: int = 4, alpha: float = 0.6,
                   length_penalty: str = "gnmt", batch_size: int = 64,
-                  max_extra: int = 50, early_stopping: str = "exact") -> list[str]:
-        """Translations of `sentences`, in order (§6.1 defaults: beam 4, alpha 0.6, GNMT)."""
+                  max_extra: int = 50, early_stopping: str = "exact",
+                  warn: Callable[[str], None] | None = None) -> list[str]:
+        """Translations of `sentences`, in order (§6.1 defaults: beam 4, alpha 0.6, GNMT).
+        `warn` (e.g. a CLI's warning printer) hears of inputs cut to the model's max_len."""
         if isinstance(sentences, str):
             sentences = [sentences]
         ids = [self.tokenizer.encode(s.strip()) for s in sentences]
+        limit = self.model.config.max_len
+        long = [i for i, x in enumerate(ids) if len(x) > limit]
+        if long and warn is not None:
+            warn(f"{len(long)} input sentence(s) longer than the model's {limit} positions are "
+                 f"cut to {limit} tokens (the first: sentence {long[0] + 1})")
         out = decode_ids(self.model, ids, beam=beam, alpha=alpha, length_penalty=length_penalty,
                          batch_size=batch_size, max_extra=max_extra, device=self.device,
                          early_stopping=early_stopping)
         return [self.tokenizer.decode(t) for t in out]
-
-    def too_long(self, sentences: Sequence[str]) -> list[int]:
-        """Indices of the sentences with more subwords than the model has positions: translate
-        reads only their first max_len tokens."""
-        limit = self.model.config.max_len
-        ids = self.tokenizer.encode_batch([s.strip() for s in sentences])
-        return [i for i, x in enumerate(ids) if len(x) > limit]
 
     @torch.no_grad()
     def cross_attention(self, source: str, translation: str | None = None):

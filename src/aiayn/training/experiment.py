@@ -240,7 +240,7 @@ def _check_preset(task: Task, model: dict[str, Any], where: str) -> str | None:
     """The model section's preset name (or the task's default), after checking it and that no
     field the data decides is set."""
     name = model.get("preset", task.default_preset)
-    if name is not None and name not in task.model_config.PRESETS:
+    if name is not None and (not isinstance(name, str) or name not in task.model_config.PRESETS):
         raise UserError(f"{where}: model.preset={name!r}: unknown preset; choose one of "
                         f"{', '.join(task.model_config.PRESETS)}")
     for key, why in task.set_by_data.items():

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from flask import Flask, jsonify, request, send_from_directory
-from werkzeug.exceptions import HTTPException, RequestEntityTooLarge
+from werkzeug.exceptions import HTTPException
 
 from aiayn.errors import UserError
 from aiayn.families import ENCODER, LANGUAGE_MODEL, TRANSLATION, VIT
@@ -73,8 +73,6 @@ def create_app(model: str | Path | Inspector, max_chars: int = MAX_CHARS,
             raise BadRequest(f"Host {request.host!r} is not served here (allowed: "
                              f"{', '.join(sorted(allowed))}); start the server with --host "
                              "NAME to answer to another name")
-        if request.content_length is not None and request.content_length > MAX_BODY_BYTES:
-            raise RequestEntityTooLarge()
 
     @app.get("/", provide_automatic_options=False)
     def index():
