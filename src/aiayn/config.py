@@ -245,6 +245,7 @@ class TrainConfig(Config):
     # matmuls; the loss and softmax stay fp32; fp16 adds loss scaling (GradScaler).
     precision: str = "fp32"  # fp32 | bf16 | fp16 (autocast; fp16 with loss scaling)
     device: str = "auto"  # auto (CUDA when present, else MPS, else CPU), cpu, cuda, cuda:N, mps
+    compile: bool = False  # torch.compile the model (in place) for training; slower to start
     log_every: int = 50  # steps between training-loss lines (metrics.jsonl, console)
     eval_every: int = 1000  # 0: only at the end
     save_every: int = 1000  # 0: only at the end (and on Ctrl-C)

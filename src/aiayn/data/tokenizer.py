@@ -109,6 +109,10 @@ class Tokenizer:
         self.hf.save(str(path))
         return path
 
+    def to_json(self) -> str:
+        """The whole tokenizer as the JSON text ``save`` writes."""
+        return self.hf.to_str()
+
     @classmethod
     def load(cls, directory: str | Path, check_specials: bool = True) -> Tokenizer:
         """Read ``directory/tokenizer.json`` (a path to the file itself also works)."""

@@ -51,8 +51,9 @@ def _fast_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, dropou
         # Fused kernels give NaN (or garbage) for rows with no allowed key; the convention is zeros.
         has_key = mask.any(dim=-1, keepdim=True)
         # On the CPU, look first: usually every row has a key (padding masks), and skipping the
-        # fill saves a pass over the output and its backward. (On a GPU the look would stall.)
-        if mask.device.type != "cpu" or not bool(has_key.all()):
+        # fill saves a pass over the output and its backward. (On a GPU the look would stall,
+        # and under torch.compile it would break the graph; the compiler fuses the fill anyway.)
+        if torch.compiler.is_compiling() or mask.device.type != "cpu" or not bool(has_key.all()):
             out = out.masked_fill(~has_key, 0.0)
     return out
 

@@ -29,6 +29,7 @@ from aiayn.errors import UserError
 from aiayn.families import VIT as FAMILY
 from aiayn.folder import load_model, save_model
 from aiayn.models.vit import VisionTransformer
+from aiayn.training import distributed
 from aiayn.training.checkpoint import check_out_folder, check_resume
 from aiayn.training.experiment import Experiment, Task, load_experiment, require_out
 from aiayn.training.losses import classification_loss
@@ -188,7 +189,10 @@ def train_vit(exp: Experiment, resume: bool = False, out: str | Path | None = No
     """Train a ViT into the folder `out` (or the experiment's). Returns (TrainResult, test
     accuracy)."""
     out = require_out(exp, out)
-    check_out_folder(out, resume)
+    here = distributed.setup(exp.train.device)
+    say = say if here.is_main else distributed.silent
+    if here.is_main:
+        check_out_folder(out, resume)
     data, train = exp.data, exp.train
     corpus = load_image_corpus(data)
     (x_train, y_train), (x_valid, y_valid) = corpus.splits["train"], corpus.splits["valid"]

@@ -35,6 +35,7 @@ from aiayn.families import LANGUAGE_MODEL as FAMILY
 from aiayn.folder import load_model, save_model
 from aiayn.generation.lm import stream as stream_tokens
 from aiayn.models.decoder_lm import DecoderLM
+from aiayn.training import distributed
 from aiayn.training.checkpoint import check_out_folder, check_resume, mark_started
 from aiayn.training.experiment import Experiment, Task, load_experiment, require_out
 from aiayn.training.losses import label_smoothed_nll
@@ -323,7 +324,10 @@ def train_lm(exp: Experiment, texts: Sequence[str | Path] = (),
     weights, train state, metrics. A resumed run must use the same model and data settings;
     train settings (e.g. a larger max_steps) may change. Returns the Trainer's TrainResult."""
     out = require_out(exp, out)
-    check_out_folder(out, resume)
+    here = distributed.setup(exp.train.device)
+    say = say if here.is_main else distributed.silent
+    if here.is_main:
+        check_out_folder(out, resume)
     data, train = exp.data, exp.train
     t0 = time.monotonic()
     splits = load_splits(data, texts, valid_texts)
@@ -331,6 +335,7 @@ def train_lm(exp: Experiment, texts: Sequence[str | Path] = (),
         tokenizer = Tokenizer.load(out)
     else:
         tokenizer = Tokenizer.train([t for _, t in splits["train"]], data.vocab_size, data.tokenizer)
+    distributed.check_same(tokenizer.to_json(), "the tokenizer")
     model_cfg = exp.model_config(vocab_size=tokenizer.vocab_size, pad_id=PAD)
     experiment = {"model": model_cfg.to_dict(), "data": data.to_dict(),
                   "texts": [str(p) for p in texts], "valid_texts": [str(p) for p in valid_texts]}
@@ -355,7 +360,7 @@ def train_lm(exp: Experiment, texts: Sequence[str | Path] = (),
         r = score_documents(m, tokenizer, splits["valid"], block_len, data.eval_tokens)
         return {"valid_loss": r["loss"], "valid_ppl": r["perplexity"], "valid_bpb": r["bits_per_byte"]}
 
-    if not resume:
+    if not resume and here.is_main:
         mark_started(out)
         tokenizer.save(out)
     trainer = Trainer(lm, train, batches, lambda m, b: lm_loss(m, b, train.label_smoothing), out,

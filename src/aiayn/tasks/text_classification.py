@@ -38,11 +38,11 @@ from aiayn.data.batching import pad_ids
 from aiayn.data.mlm import IGNORE_INDEX, mask_tokens
 from aiayn.data.special import BOS, EOS, PAD, UNK
 from aiayn.data.tokenizer import Tokenizer
-from aiayn.devices import resolve_device
 from aiayn.errors import UserError
 from aiayn.families import ENCODER as FAMILY
 from aiayn.folder import load_model, save_model
 from aiayn.models.encoder import EncoderModel
+from aiayn.training import distributed
 from aiayn.training.checkpoint import (
     TRAIN_STATE_FILE,
     check_out_folder,
@@ -333,7 +333,7 @@ def _pretrain(enc: TextEncoder, ids: list[list[int]], train: TrainConfig, data: 
     if resume and load_train_state(folder)["step"] >= data.mlm_steps:
         say(f"masked-LM pretraining: complete in {folder}")
         return TextEncoder.load(folder)
-    if not resume:
+    if not resume and distributed.world().is_main:
         enc.save(folder)
     special = [enc.special[k] for k in ("pad", "cls", "sep", "unk") if k in enc.special]
     vocab = enc.model.config.vocab_size
@@ -351,7 +351,7 @@ def _prepare(exp: Experiment, out: Path, resume: bool, splits: dict[str, list[Ex
              experiment: dict[str, Any], say: Callable[[str], None]) -> tuple[TextEncoder, bool]:
     """The encoder to fine-tune (pretrained first when asked); True if fine-tuning resumes."""
     data = exp.data
-    if not resume:
+    if not resume and distributed.world().is_main:
         check_out_folder(out, False)
     if resume and (out / TRAIN_STATE_FILE).is_file():
         check_resume(out, experiment)
@@ -363,6 +363,7 @@ def _prepare(exp: Experiment, out: Path, resume: bool, splits: dict[str, list[Ex
         enc = TextEncoder.load(out / PRETRAIN_DIR)
     else:
         enc = _new_encoder(exp, [t for t, _ in splits["train"]])
+        distributed.check_same(enc.tokenizer.to_json(), "the tokenizer")
     if data.mlm_steps:
         if enc.model.mlm is None or "mask" not in enc.special:
             raise UserError(f"{exp.source}: data.mlm_steps={data.mlm_steps}: the model has no "
@@ -377,6 +378,8 @@ def train_classifier(exp: Experiment, resume: bool = False, out: str | Path | No
     """Train (optionally MLM-pretrain, then fine-tune) a text classifier into `out` (or the
     experiment's). Returns (TrainResult, test accuracy or None)."""
     out = require_out(exp, out)
+    here = distributed.setup(exp.train.device)
+    say = say if here.is_main else distributed.silent
     data, train = exp.data, exp.train
     experiment = {"model": exp.model, "data": data.to_dict()}
     splits = load_examples(data)
@@ -387,11 +390,12 @@ def train_classifier(exp: Experiment, resume: bool = False, out: str | Path | No
     enc, resuming = _prepare(exp, out, resume, splits, experiment, say)
     if not resuming:
         enc = _with_classifier(enc, labels)
-        enc.save(out)  # tokenizer and special ids beside the weights the Trainer writes
+        if here.is_main:
+            enc.save(out)  # tokenizer and special ids beside the weights the Trainer writes
     cfg = enc.model.config
     say(f"model: {enc.model.num_parameters():,} parameters (d_model {cfg.d_model}, "
         f"{cfg.n_layers} layers), vocabulary {cfg.vocab_size}")
-    enc.device = torch.device(resolve_device(train.device))  # where the Trainer puts the model
+    enc.device = torch.device(distributed.process_device(train.device))  # where the Trainer puts the model
     index = {y: i for i, y in enumerate(labels)}
     targets = torch.tensor([index[y] for _, y in splits["train"]])
     ids = [enc.token_ids(t) for t, _ in splits["train"]]

@@ -38,6 +38,7 @@ from aiayn.folder import load_model
 from aiayn.generation.config import EARLY_STOPPING
 from aiayn.generation.search import LENGTH_PENALTIES, beam_search, greedy_search
 from aiayn.models import Transformer
+from aiayn.training import distributed
 from aiayn.training.checkpoint import check_out_folder, check_resume, mark_started
 from aiayn.training.experiment import Experiment, Task, load_experiment, require_out
 from aiayn.training.losses import label_smoothed_nll, token_accuracy
@@ -304,7 +305,10 @@ def train_translation(exp: Experiment, resume: bool = False, out: str | Path | N
 
     `meta` adds keys to the folder's config.json (e.g. {"demo": true})."""
     out = require_out(exp, out)
-    check_out_folder(out, resume)
+    here = distributed.setup(exp.train.device)
+    say = say if here.is_main else distributed.silent
+    if here.is_main:
+        check_out_folder(out, resume)
     if resume:
         check_resume(out, {"model": exp.model, "data": exp.data.to_dict()})
     cfg, data = exp.train, exp.data
@@ -315,6 +319,7 @@ def train_translation(exp: Experiment, resume: bool = False, out: str | Path | N
     else:
         tok = Tokenizer.train([s for p in splits["train"] for s in p], data.vocab_size,
                               data.tokenizer, data.split_digits)
+    distributed.check_same(tok.to_json(), "the tokenizer")
     model_cfg = exp.model_config(vocab_size=tok.vocab_size, pad_id=PAD)
     train_ids = encode_pairs(tok, splits["train"], model_cfg.max_len)
     if len(splits["valid"]) > data.valid_pairs and not data.corpus:  # the user's own file
@@ -332,7 +337,7 @@ def train_translation(exp: Experiment, resume: bool = False, out: str | Path | N
     evaluate = make_evaluate(tok, valid_ids, data, cfg.label_smoothing, cfg.max_tokens)
     meta = {**(meta or {}), "task": "translation",
             "experiment": {"model": exp.model, "data": data.to_dict(), "train": cfg.to_dict()}}
-    if not resume:
+    if not resume and here.is_main:
         mark_started(out)
         tok.save(out)
     trainer = Trainer(model, cfg, pair_batches(train_ids, cfg.max_tokens, cfg.seed),

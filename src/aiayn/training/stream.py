@@ -27,6 +27,13 @@ class BatchStream:
         return self
 
     def __next__(self) -> Any:
+        return self.collate(self._advance())
+
+    def skip(self) -> None:
+        """Move past the next batch without building it (another process takes it)."""
+        self._advance()
+
+    def _advance(self) -> Any:
         if self._batches is None:
             self._batches = self._plan(self.epoch)
         if self.index >= len(self._batches):
@@ -34,7 +41,7 @@ class BatchStream:
             self._batches = self._plan(self.epoch)
         item = self._batches[self.index]
         self.index += 1
-        return self.collate(item)
+        return item
 
     def _plan(self, epoch: int) -> Sequence[Any]:
         batches = self.plan(epoch)

@@ -13,6 +13,10 @@ no_grad, with the RNG state restored afterwards so that evaluating never changes
 
 Everything needed to continue exactly is saved in the model folder (see checkpoint.py); Ctrl-C
 or SIGTERM saves the state of the last completed update and returns with `interrupted=True`.
+
+Under torchrun the same loop runs data-parallel (see distributed.py): each process takes its share
+of every update's batches, DistributedDataParallel sums the gradients, the token count is summed
+across processes, and rank 0 alone evaluates, logs and writes the folder.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,9 +38,9 @@ from torch import Tensor, nn
 from tqdm.auto import tqdm
 
 from aiayn.config import FINAL_CHECKPOINTS, TrainConfig
-from aiayn.devices import resolve_device
 from aiayn.errors import UserError, describe_os_error
 from aiayn.folder import WEIGHTS_FILE, atomic_write, checkpoint_path, load_weights, save_model
+from aiayn.training import distributed
 from aiayn.training.checkpoint import (
     load_train_state,
     mark_started,
@@ -82,7 +87,8 @@ class Trainer:
         self.out = Path(out_dir)
         self.family, self.meta, self.evaluate = family, dict(meta or {}), evaluate
         self.d_model = getattr(getattr(model, "config", None), "d_model", 512)
-        self.device = torch.device(resolve_device(config.device))
+        self.world = distributed.setup(config.device)
+        self.device = torch.device(distributed.process_device(config.device))
         self.optimizer = make_optimizer(model, config)
         # Mixed precision: autocast dtype (None = fp32) and, for fp16, a loss scaler.
         self.autocast = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(config.precision)
@@ -96,6 +102,10 @@ class Trainer:
         self._signal: int | None = None  # the signal that interrupted the run
         self._last_eval = -1
         self._saved_step: int | None = None  # the step of the last complete save
+        # What each batch runs through: model + loss as one module (LossModule), under DDP with
+        # torchrun.
+        self.net: nn.Module = distributed.LossModule(model, loss_fn)
+        self._agreed_elapsed = 0.0  # rank 0's clock at the last update (under torchrun)
 
     # -- state -----------------------------------------------------------------------------
 
@@ -107,9 +117,14 @@ class Trainer:
         """Write the folder: config + weights, numbered weights, then the train state naming them.
 
         A write that fails (disk full, read-only filesystem) is a UserError naming the step and
-        the last saved one, which every file is written atomically to keep intact."""
+        the last saved one, which every file is written atomically to keep intact.
+        Under torchrun every process calls it (their RNG states are saved too); rank 0 writes."""
+        ranks_rng = distributed.gather(self._boundary["rng"]) if self.world.active else []
+        if not self.world.is_main:
+            self._saved_step = self._boundary["step"]
+            return checkpoint_path(self.out, self._boundary["step"])
         try:
-            ckpt = self._save()
+            ckpt = self._save(ranks_rng[1:])
         except Exception as e:
             reason = describe_os_error(e)
             if reason is None:
@@ -121,7 +136,7 @@ class Trainer:
         self._saved_step = self._boundary["step"]
         return ckpt
 
-    def _save(self) -> Path:
+    def _save(self, other_ranks_rng: list[dict[str, Any]]) -> Path:
         b = self._boundary
         save_model(self.out, self.family, self.model, self.meta)  # config.json + model.safetensors
         ckpt = checkpoint_path(self.out, b["step"])
@@ -130,7 +145,10 @@ class Trainer:
         state = {"version": 1, "step": b["step"], "tokens": b["tokens"], "elapsed": b["elapsed"],
                  "data": b["data"], "rng": b["rng"], "optimizer": self.optimizer.state_dict(),
                  "weights": str(ckpt.relative_to(self.out)), "train_config": self.cfg.to_dict(),
-                 "scaler": self.scaler.state_dict()}
+                 "scaler": self.scaler.state_dict(),
+                 "world": {"size": self.world.size, "accum_steps": self.cfg.accum_steps}}
+        if other_ranks_rng:
+            state["rng_ranks"] = other_ranks_rng  # ranks 1.. (rank 0's is "rng")
         save_train_state(self.out, state)
         prune_checkpoints(self.out, self.cfg.keep_last_n, protect=ckpt)
         return ckpt
@@ -144,7 +162,31 @@ class Trainer:
         self.batches.load_state_dict(state["data"])
         self.step, self.tokens, self.elapsed = state["step"], state["tokens"], state["elapsed"]
         self._saved_step = self.step
-        set_rng_state(state["rng"])
+        self._restore_rng(state)
+
+    def _restore_rng(self, state: dict[str, Any]) -> None:
+        """Each process's RNG state as saved. A run resumed with another number of processes
+        must keep the batches per update (processes x accum_steps); its ranks other than 0 then
+        draw new dropout masks."""
+        before = state.get("world") or {"size": 1, "accum_steps": state["train_config"].get(
+            "accum_steps", 1)}
+        size, accum = int(before["size"]), int(before["accum_steps"])
+        if size != self.world.size:
+            per_update, now = size * accum, self.world.size * self.cfg.accum_steps
+            if per_update != now:
+                fit = (f"train.accum_steps={per_update // self.world.size}"
+                       if per_update % self.world.size == 0 else
+                       f"a number of processes that divides {per_update}")
+                raise UserError(f"--resume: the run in {self.out} summed {per_update} batches per "
+                                f"update ({size} process(es) x accum_steps {accum}); this one "
+                                f"would sum {now} ({self.world.size} x {self.cfg.accum_steps}): "
+                                f"use {fit}")
+        if self.world.rank == 0:
+            set_rng_state(state["rng"])
+        elif size == self.world.size and len(state.get("rng_ranks", [])) >= self.world.rank:
+            set_rng_state(state["rng_ranks"][self.world.rank - 1])
+        else:
+            seed_everything(self.cfg.seed + self.world.rank + 1_000_003 * self.step)
 
     # -- the loop ----------------------------------------------------------------------------
 
@@ -155,17 +197,25 @@ class Trainer:
             torch.set_num_threads(cfg.threads)
         torch.use_deterministic_algorithms(cfg.deterministic)
         self.model.to(self.device)
-        seed_everything(cfg.seed)
+        seed_everything(cfg.seed + self.world.rank)  # each process its own dropout masks
         if resume:
             self._restore()
-        elif not self.out.is_dir():
+        elif not self.out.is_dir() and self.world.is_main:
             mark_started(self.out)
         log = MetricsLog(self.out, cfg.metrics_format, cfg.tensorboard,
-                         resume_step=self.step if resume else None)
+                         resume_step=self.step if resume else None) \
+            if self.world.is_main else _NoLog()
+        if cfg.compile:  # in place: every call of the model runs compiled (state_dict unchanged)
+            self.model.compile()
+        if self.world.active:
+            self.net = distributed.wrap(self.net, self.device, self._leaves_parameters_unused())
         self._mark_boundary(self.elapsed)
         previous = self._install_signal_handlers()
         try:
-            return self._loop(log)
+            result = self._loop(log)
+            if self.world.active:  # the folder is complete when any process returns
+                torch.distributed.barrier()
+            return result
         finally:
             log.close()
             for signum, handler in previous.items():
@@ -181,7 +231,8 @@ class Trainer:
         # line of carriage returns.
         self._tty = sys.stderr.isatty()
         bar = tqdm(total=None if cfg.max_minutes else cfg.max_steps, initial=self.step,
-                   disable=not (cfg.progress and self._tty), dynamic_ncols=True, unit="step",
+                   disable=not (cfg.progress and self._tty and self.world.is_main),
+                   dynamic_ncols=True, unit="step",
                    leave=False, mininterval=0.5)
         self._start, self._first_step = start, self.step
         window = {"loss": 0.0, "tokens": 0, "sums": {}, "t": time.monotonic()}
@@ -190,11 +241,11 @@ class Trainer:
         stopped_by = "max_steps"
         try:
             while self.step < cfg.max_steps:
-                if cfg.max_minutes is not None and time.monotonic() - start >= cfg.max_minutes * 60:
+                if self._out_of_time(start):
                     stopped_by = "max_minutes"
                     break
                 loss_sum, n_tok, sums = self._update()
-                elapsed = time.monotonic() - start
+                elapsed = self._agreed_elapsed if self.world.active else time.monotonic() - start
                 self._mark_boundary(elapsed)
                 window["loss"] += loss_sum
                 window["tokens"] += n_tok
@@ -223,29 +274,79 @@ class Trainer:
         b = self._boundary
         return TrainResult(self.step, self.tokens, b["elapsed"], False, stopped_by, last)
 
+    def _leaves_parameters_unused(self) -> bool:
+        """Whether the loss leaves some parameter without a gradient on any process: one
+        forward/backward of the next batch, with the stream and the RNG put back afterwards."""
+        position, saved = self.batches.state_dict(), rng_state()
+        self.model.train()
+        batch = next(self.batches)
+        if hasattr(batch, "to"):
+            batch = batch.to(self.device)
+        with torch.autocast(self.device.type, dtype=self.autocast, enabled=self.autocast is not None):
+            loss, _, _ = self.loss_fn(self.model, batch)
+        loss.backward()
+        unused = any(p.requires_grad and p.grad is None for p in self.model.parameters())
+        self.model.zero_grad(set_to_none=True)
+        self.batches.load_state_dict(position)
+        set_rng_state(saved)
+        return bool(distributed.all_sum([unused])[0])
+
+    def _out_of_time(self, start: float) -> bool:
+        """Whether the time budget is spent (rank 0's clock, under torchrun). Under torchrun a
+        Ctrl-C or SIGTERM that reached any process is acted on here, by all of them at once."""
+        over = self.cfg.max_minutes is not None and \
+            time.monotonic() - start >= self.cfg.max_minutes * 60
+        if not self.world.active:
+            return over
+        sig = self._signal or 0
+        over_main, sigterm, sigint = distributed.all_sum(
+            [over and self.world.is_main, sig == signal.SIGTERM, sig == signal.SIGINT])
+        if sigterm or sigint:
+            self._signal = signal.SIGTERM if sigterm else signal.SIGINT
+            raise KeyboardInterrupt
+        return bool(over_main)
+
+    def _next_batch(self) -> Any:
+        """This process's next batch: every world-size-th of the shared stream."""
+        if not self.world.active:
+            return next(self.batches)
+        batch = None
+        for rank in range(self.world.size):
+            if rank == self.world.rank:
+                batch = next(self.batches)
+            else:
+                self.batches.skip()
+        return batch
+
     def _update(self) -> tuple[float, int, dict[str, float]]:
-        """One optimizer update over accum_steps batches. Returns (loss sum, units, other sums)."""
+        """One optimizer update over accum_steps batches. Returns (loss sum, units, other sums),
+        summed over all processes under torchrun."""
         self.model.train()
         self.optimizer.zero_grad(set_to_none=True)
         total_loss, total_n, sums = 0.0, 0, {}
-        for _ in range(self.cfg.accum_steps):
-            batch = next(self.batches)
+        for i in range(self.cfg.accum_steps):
+            batch = self._next_batch()
             if hasattr(batch, "to"):
                 batch = batch.to(self.device)
-            with torch.autocast(self.device.type, dtype=self.autocast,
-                                enabled=self.autocast is not None):
-                loss, n, extra = self.loss_fn(self.model, batch)
-            self.scaler.scale(loss).backward()
+            last = i == self.cfg.accum_steps - 1  # DDP sums gradients across processes once
+            with self.net.no_sync() if self.world.active and not last else nullcontext():
+                with torch.autocast(self.device.type, dtype=self.autocast,
+                                    enabled=self.autocast is not None):
+                    loss, n, extra = self.net(batch)
+                self.scaler.scale(loss).backward()
             total_loss += float(loss.detach())
             total_n += int(n)
             for k, v in extra.items():
                 sums[k] = sums.get(k, 0.0) + float(v)
+        if self.world.active:
+            total_loss, total_n, sums = self._sum_over_processes(total_loss, total_n, sums)
         params = [p for p in self.model.parameters() if p.grad is not None]
         self._in_update = True
         if total_n > 0:
             self.scaler.unscale_(self.optimizer)  # (fp16 only) the true gradients, for clipping
+            per_token = total_n / self.world.size  # DDP averaged the processes' gradient sums
             for p in params:  # §5.4: normalise per token over the whole update
-                p.grad.div_(total_n)
+                p.grad.div_(per_token)
             if self.cfg.clip_norm is not None:
                 sums["grad_norm"] = float(nn.utils.clip_grad_norm_(params, self.cfg.clip_norm)) * total_n
             set_lr(self.optimizer, learning_rate(self.step + 1, self.cfg, self.d_model))
@@ -257,6 +358,14 @@ class Trainer:
         if self._pending_interrupt:
             raise KeyboardInterrupt
         return total_loss, total_n, sums
+
+    def _sum_over_processes(self, loss: float, n: int, sums: dict[str, float]):
+        """(loss, units, sums) added up over all processes; rank 0's clock agreed on by all."""
+        keys = sorted(sums)
+        clock = time.monotonic() - self._start if self.world.is_main else 0.0
+        total = distributed.all_sum([loss, n, *(sums[k] for k in keys), clock])
+        self._agreed_elapsed = total[-1]
+        return total[0], int(round(total[1])), dict(zip(keys, total[2:-1], strict=True))
 
     def _log_train(self, log: MetricsLog, bar: tqdm, window: dict[str, Any]) -> dict[str, Any]:
         now = time.monotonic()
@@ -300,12 +409,13 @@ class Trainer:
         return f"{seconds // 60}m{seconds % 60:02d}s left"
 
     def _say(self, line: str) -> None:
-        """One plain line on stderr (above the bar on a terminal)."""
-        tqdm.write(line, file=sys.stderr)
+        """One plain line on stderr (above the bar on a terminal); rank 0's alone."""
+        if self.world.is_main:
+            tqdm.write(line, file=sys.stderr)
 
     def _evaluate(self, log: MetricsLog) -> dict[str, Any]:
         self._last_eval = self.step
-        if self.evaluate is None:
+        if self.evaluate is None or not self.world.is_main:  # the others wait at the next step
             return {}
         saved = rng_state()
         self.model.eval()
@@ -329,12 +439,24 @@ class Trainer:
 
         def handler(signum, frame):
             self._signal = signum
+            if self.world.active:  # acted on by all processes together (see _out_of_time)
+                return
             if self._in_update:
                 self._pending_interrupt = True
             else:
                 raise KeyboardInterrupt
 
         return {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
+
+
+class _NoLog:
+    """The metrics log of a process other than rank 0: nothing is written."""
+
+    def log(self, step: int, values: dict[str, Any]) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
 
 
 __all__ = ["LossFn", "TrainResult", "Trainer", "seed_everything"]

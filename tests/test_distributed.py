@@ -1,0 +1,160 @@
+"""Data-parallel training under torchrun (gloo, 2 processes on the CPU): the same model as one
+process summing the same batches, rank 0 alone writing, stops taken together, exact resume."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from aiayn.cli import main
+from test_cli_translation import write_config
+
+pytestmark = pytest.mark.slow
+
+EXACT = ["model.dropout=0", "train.deterministic=true"]
+
+
+def torchrun(*argv, n=2, wait=True):
+    """`torchrun --standalone --nproc_per_node=n -m aiayn ARGV` (one thread per process)."""
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={n}",
+           "-m", "aiayn", *map(str, argv)]
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
+    if not wait:
+        return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
+                                start_new_session=True)
+    return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
+
+
+def weights(folder):
+    return load_file(str(folder / "model.safetensors"))
+
+
+def max_difference(a, b):
+    return max(float((a[k] - b[k]).abs().max()) for k in a)
+
+
+def test_two_processes_train_the_model_one_process_with_accum_2_trains(tmp_path):
+    """Translation: 2 processes x 1 batch per update == 1 process x accum_steps 2, parameters
+    within 1e-5; and the comparison could fail: 1 process x 1 batch trains another model."""
+    config = write_config(tmp_path, max_steps=6, save_every=3)
+    two = torchrun("train", config, *EXACT, "--out", tmp_path / "two")
+    assert two.returncode == 0, two.stderr[-2000:]
+    assert main(["train", str(config), *EXACT, "train.accum_steps=2", "--out",
+                 str(tmp_path / "one")]) == 0
+    assert main(["train", str(config), *EXACT, "--out", str(tmp_path / "half")]) == 0
+    a, b = weights(tmp_path / "two"), weights(tmp_path / "one")
+    assert max_difference(a, b) <= 1e-5
+    assert max_difference(a, weights(tmp_path / "half")) > 1e-3
+    # Rank 0 alone wrote and printed: one metrics row per logged step, one closing line.
+    rows = [json.loads(line) for line in (tmp_path / "two" / "metrics.jsonl").read_text().splitlines()]
+    train_steps = [r["step"] for r in rows if "loss" in r]
+    assert train_steps == sorted(set(train_steps)) == [5]
+    assert two.stdout.count("trained 6 steps") == 1
+    assert two.stderr.count("data: ") == 1 and two.stderr.count("step 6 | valid loss") == 1
+    state = torch.load(tmp_path / "two" / "train_state.pt", weights_only=True)
+    assert state["world"] == {"size": 2, "accum_steps": 1} and len(state["rng_ranks"]) == 1
+    # Each update counted the tokens of both processes.
+    one_state = torch.load(tmp_path / "one" / "train_state.pt", weights_only=True)
+    assert state["tokens"] == one_state["tokens"]
+
+
+def test_language_model_two_processes_with_accum_2_equal_one_with_accum_4(tmp_path):
+    text = tmp_path / "fox.txt"
+    text.write_text("the quick brown fox jumps over the lazy dog\n" * 300, encoding="utf-8")
+    common = ["lm", "train", "tiny", "model.d_model=32", "model.d_ff=64", "data.tokenizer=char",
+              "data.vocab_size=64", "train.max_tokens=512", "train.lr=3e-3", "train.warmup_steps=4",
+              "train.max_steps=5", "train.tensorboard=false", "train.progress=false",
+              "train.eval_every=0", "train.threads=1", *EXACT, "--text", str(text)]
+    two = torchrun(*common, "train.accum_steps=2", "--out", tmp_path / "two")
+    assert two.returncode == 0, two.stderr[-2000:]
+    assert main([*common, "train.accum_steps=4", "--out", str(tmp_path / "one")]) == 0
+    assert main([*common, "train.accum_steps=2", "--out", str(tmp_path / "half")]) == 0
+    a = weights(tmp_path / "two")
+    # Summed in another order (two partial sums, then across processes): Adam's per-parameter
+    # normalisation magnifies last-bit differences of near-zero gradients, hence 1e-4 here.
+    assert max_difference(a, weights(tmp_path / "one")) <= 1e-4
+    assert max_difference(a, weights(tmp_path / "half")) > 1e-3
+
+
+def test_classifier_with_parameters_the_loss_never_uses_trains_under_torchrun(tmp_path):
+    """Fine-tuning leaves the masked-LM head without gradients: DDP is told so (found on the
+    first batch), and the run matches one process summing the same batches."""
+    from test_encoder_cli import _examples, _write_tsv
+
+    train = _write_tsv(tmp_path / "train.tsv", _examples(200, 0))
+    common = ["classify", "train", "tiny", "model.d_model=32", "model.d_ff=64",
+              "data.vocab_size=120", "data.mlm_steps=4", "data.batch_size=16", "train.max_steps=4",
+              "train.lr=3e-3", "train.warmup_steps=2", "train.tensorboard=false",
+              "train.progress=false", "train.eval_every=0", "train.threads=1", *EXACT,
+              "--train", str(train)]
+    two = torchrun(*common, "--out", tmp_path / "two")
+    assert two.returncode == 0, two.stderr[-2000:]
+    assert main([*common, "train.accum_steps=2", "--out", str(tmp_path / "one")]) == 0
+    assert max_difference(weights(tmp_path / "two"), weights(tmp_path / "one")) <= 1e-5
+
+
+def test_sigkill_of_the_whole_job_then_resume_equals_an_uninterrupted_run(tmp_path):
+    config = write_config(tmp_path, max_steps=100_000, save_every=3, log_every=1)
+    out = tmp_path / "model"
+    proc = torchrun("train", config, *EXACT, "--out", out, wait=False)
+    deadline = time.monotonic() + 120
+    while not (out / "train_state.pt").exists():
+        assert time.monotonic() < deadline and proc.poll() is None, proc.communicate()[1][-2000:]
+        time.sleep(0.1)
+    time.sleep(0.5)
+    workers = [int(pid) for pid in Path(f"/proc/{proc.pid}/task/{proc.pid}/children")
+               .read_text().split()]
+    for pid in [proc.pid, *workers]:  # torchrun and both workers at once
+        os.kill(pid, signal.SIGKILL)
+    proc.communicate()
+    saved = torch.load(out / "train_state.pt", weights_only=True)["step"]
+    total = saved + 3
+    resumed = torchrun("train", config, *EXACT, f"train.max_steps={total}", "--out", out, "--resume")
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    straight = torchrun("train", config, *EXACT, f"train.max_steps={total}", "--out",
+                        tmp_path / "straight")
+    assert straight.returncode == 0, straight.stderr[-2000:]
+    a, b = weights(out), weights(tmp_path / "straight")
+    assert all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_sigterm_stops_every_process_after_the_same_update_and_saves(tmp_path):
+    config = write_config(tmp_path, max_steps=100_000, save_every=0, log_every=1)
+    out = tmp_path / "model"
+    proc = torchrun("train", config, *EXACT, "--out", out, wait=False)
+    deadline = time.monotonic() + 120
+    while not (out / "metrics.jsonl").exists() or \
+            len((out / "metrics.jsonl").read_text().splitlines()) < 3:
+        assert time.monotonic() < deadline and proc.poll() is None, proc.communicate()[1][-2000:]
+        time.sleep(0.1)
+    proc.send_signal(signal.SIGTERM)  # to torchrun, which passes it on to the workers
+    _, err = proc.communicate(timeout=120)
+    err = err.decode()
+    state = torch.load(out / "train_state.pt", weights_only=True)
+    assert state["step"] >= 3
+    assert f"aiayn: stopped by SIGTERM at step {state['step']};" in err
+    assert "Traceback" not in err.split("aiayn: stopped by SIGTERM")[0]
+    resumed = torchrun("train", config, *EXACT, f"train.max_steps={state['step'] + 2}",
+                       "--out", out, "--resume")
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+
+
+def test_resume_with_another_number_of_processes_keeps_the_batches_per_update(tmp_path, capsys):
+    config = write_config(tmp_path, max_steps=4, save_every=2)
+    out = tmp_path / "model"
+    assert torchrun("train", config, *EXACT, "--out", out).returncode == 0
+    code = main(["train", str(config), *EXACT, "train.max_steps=6", "--out", str(out), "--resume"])
+    assert code == 2
+    err = capsys.readouterr().err.splitlines()[-1]
+    assert err.startswith("aiayn: error: --resume: ") and "summed 2 batches per update (2 process(es) x accum_steps 1)" \
+        in err and "use train.accum_steps=2" in err
+    assert main(["train", str(config), *EXACT, "train.max_steps=6", "train.accum_steps=2",
+                 "--out", str(out), "--resume"]) == 0
+    assert torch.load(out / "train_state.pt", weights_only=True)["step"] == 6
