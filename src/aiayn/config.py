@@ -207,7 +207,7 @@ preset = TransformerConfig.preset  # `aiayn.preset("base")`: the paper's configs
 
 
 LR_SCHEDULES = ("noam", "constant", "cosine")
-PRECISIONS = ("fp32", "bf16", "fp16")
+PRECISIONS = ("auto", "fp32", "bf16", "fp16")
 FINAL_CHECKPOINTS = 5  # §6.1 averages the last 5 checkpoints (aiayn average --last 5)
 METRICS_FORMATS = ("jsonl", "csv")
 
@@ -242,8 +242,9 @@ class TrainConfig(Config):
     deterministic: bool = False  # torch.use_deterministic_algorithms: bitwise-reproducible runs
     threads: int | None = None  # torch.set_num_threads; None leaves torch's default
     # Mixed precision (not in the paper, which trained in fp32): autocast to bf16 or fp16 for the
-    # matmuls; the loss and softmax stay fp32; fp16 adds loss scaling (GradScaler).
-    precision: str = "fp32"  # fp32 | bf16 | fp16 (autocast; fp16 with loss scaling)
+    # matmuls; the loss and softmax stay fp32; fp16 adds loss scaling (GradScaler). "auto": bf16
+    # on GPUs that compute it and on CPUs with AMX-bf16, else fp32 (devices.resolve_precision).
+    precision: str = "auto"  # auto | fp32 | bf16 | fp16 (autocast; fp16 with loss scaling)
     device: str = "auto"  # auto (CUDA when present, else MPS, else CPU), cpu, cuda, cuda:N, mps
     compile: bool = False  # torch.compile the model (in place) for training; slower to start
     log_every: int = 50  # steps between training-loss lines (metrics.jsonl, console)

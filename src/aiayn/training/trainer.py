@@ -38,6 +38,7 @@ from torch import Tensor, nn
 from tqdm.auto import tqdm
 
 from aiayn.config import FINAL_CHECKPOINTS, TrainConfig
+from aiayn.devices import resolve_precision
 from aiayn.errors import UserError, describe_os_error
 from aiayn.folder import WEIGHTS_FILE, atomic_write, checkpoint_path, load_weights, save_model
 from aiayn.training import distributed
@@ -91,8 +92,10 @@ class Trainer:
         self.device = torch.device(distributed.process_device(config.device))
         self.optimizer = make_optimizer(model, config)
         # Mixed precision: autocast dtype (None = fp32) and, for fp16, a loss scaler.
-        self.autocast = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(config.precision)
-        self.scaler = torch.amp.GradScaler(self.device.type, enabled=config.precision == "fp16")
+        self.precision, why = resolve_precision(config.precision, str(self.device))
+        self._precision_note = f"precision {self.precision} ({why})" if why != "set" else ""
+        self.autocast = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(self.precision)
+        self.scaler = torch.amp.GradScaler(self.device.type, enabled=self.precision == "fp16")
         self.step = 0
         self.tokens = 0
         self.elapsed = 0.0  # seconds of training before this run (resume)
@@ -235,6 +238,8 @@ class Trainer:
                    dynamic_ncols=True, unit="step",
                    leave=False, mininterval=0.5)
         self._start, self._first_step = start, self.step
+        if self._precision_note and self.precision != "fp32":
+            self._say(self._precision_note)
         window = {"loss": 0.0, "tokens": 0, "sums": {}, "t": time.monotonic()}
         timed_saves = self._final_save_times()
         last: dict[str, Any] = {}
