@@ -146,7 +146,8 @@ def time_training(model: nn.Module, batches, warmup: int) -> list[float]:
     return times
 
 
-def run(name: str, steps: int, warmup: int, batch: int, t: int, rounds: int) -> list[dict]:
+def run(name: str, steps: int, warmup: int, batch: int, t: int, rounds: int,
+        compile_too: bool = False) -> list[dict]:
     cfg = TransformerConfig(**CONFIGS[name], dropout=0.1, max_len=512)
     batches = make_batches(cfg, steps + warmup, batch, t)
     builders = {"aiayn": Aiayn, "torch.nn.Transformer": TorchTransformerMT, "HF Marian": MarianMT}
@@ -154,6 +155,10 @@ def run(name: str, steps: int, warmup: int, batch: int, t: int, rounds: int) -> 
     for label, build in builders.items():
         torch.manual_seed(0)
         models[label] = build(cfg)
+        if compile_too:  # what train.compile=true does: the model compiled in place
+            torch.manual_seed(0)
+            models[f"{label} + compile"] = build(cfg)
+            models[f"{label} + compile"].compile()
     times: dict[str, list[float]] = {k: [] for k in models}
     for _ in range(rounds):  # interleave rounds so drifts in machine load hit all models alike
         for label, model in models.items():
@@ -166,7 +171,7 @@ def run(name: str, steps: int, warmup: int, batch: int, t: int, rounds: int) -> 
         rows.append(dict(config=name, model=label, step_s=step, tok_s=batch * t / step,
                          mfu=flops / step / peak, peak=peak,
                          params=sum(p.numel() for p in models[label].parameters())))
-    best_peer = max(r["tok_s"] for r in rows if r["model"] != "aiayn")
+    best_peer = max(r["tok_s"] for r in rows if not r["model"].startswith("aiayn"))
     for r in rows:
         r["vs_best_peer"] = r["tok_s"] / best_peer
     return rows
@@ -190,13 +195,16 @@ def main() -> None:
     p.add_argument("--batch", type=int, default=64)
     p.add_argument("--tokens", type=int, default=32, help="tokens per sentence (source and target)")
     p.add_argument("--threads", type=int, default=None, help="torch intra-op threads (default: torch's)")
+    p.add_argument("--compile", action="store_true",
+                   help="also every model under torch.compile (compiled during the warmup steps)")
     args = p.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
     torch.manual_seed(0)
     rows = []
     for name in args.configs:
-        rows += run(name, args.steps, args.warmup, args.batch, args.tokens, args.rounds)
+        rows += run(name, args.steps, args.warmup, args.batch, args.tokens, args.rounds,
+                    args.compile)
         print(table(rows), flush=True)
     print(f"\ntorch {torch.__version__}, {torch.get_num_threads()} threads, {platform.processor() or platform.machine()}; "
           f"fp32 matmul peak {rows[0]['peak'] / 1e9:.0f} GFLOP/s")

@@ -19,6 +19,7 @@ COMMAND_MODULES = [
     "aiayn.cli.data",  # data (built-in corpora to files)
     "aiayn.cli.lm",  # lm train, generate
     "aiayn.cli.encoder",  # classify, import, embed
+    "aiayn.cli.convert",  # export
     "aiayn.cli.vit",  # vit train / eval
     "aiayn.cli.viz",  # viz attention / positions / masks / curves
     "aiayn.cli.serve",  # serve

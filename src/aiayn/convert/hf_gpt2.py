@@ -1,4 +1,4 @@
-"""HF GPT-2 (``transformers``' GPT2Model / GPT2LMHeadModel) -> aiayn DecoderLM.
+"""HF GPT-2 (``transformers``' GPT2Model / GPT2LMHeadModel) <-> aiayn DecoderLM.
 
 GPT-2's foreign names live only here. Its layers are pre-norm decoder-only blocks, so every
 parameter has an aiayn counterpart:
@@ -12,7 +12,9 @@ parameter has an aiayn counterpart:
     lm_head                        output   (tied to wte unless tie_word_embeddings is false)
 
 GPT-2's ``Conv1D`` stores weights as (in, out), the transpose of ``nn.Linear``'s (out, in).
-Works offline: ``load_hf_folder`` reads a local folder (config.json + model.safetensors).
+Works offline: ``load_hf_folder`` reads a local folder (config.json + model.safetensors);
+``config_to_hf`` / ``to_hf_state_dict`` go the other way (``aiayn export hf``), for a DecoderLM
+whose options GPT-2 has, and refuse one naming the option it lacks.
 """
 
 from __future__ import annotations
@@ -62,6 +64,58 @@ def config_from_hf(hf_config: Any) -> DecoderLMConfig:
         layer_norm_eps=float(get("layer_norm_epsilon", 1e-5)), norm_first=True, final_norm=True,
         positions="learned", scale_embeddings=False,
         tie_embeddings=bool(get("tie_word_embeddings", True)), pad_id=0)
+
+
+# DecoderLM option -> the value GPT-2 has (and what to set for an exportable model).
+_GPT2_SHAPE = {"positions": "learned", "norm_first": True, "final_norm": True,
+               "scale_embeddings": False, "bias": True}
+
+
+def config_to_hf(config: DecoderLMConfig) -> dict[str, Any]:
+    """The GPT2Config (as config.json) of a DecoderLM; a UserError naming the first option that
+    GPT-2 does not have (e.g. sinusoidal positions)."""
+    for key, value in _GPT2_SHAPE.items():
+        if getattr(config, key) != value:
+            raise UserError(f"model.{key}={getattr(config, key)!r}: GPT-2 has {key}={value!r}, "
+                            "so this language model has no exact GPT2LMHeadModel (train with "
+                            "the gpt2-* presets for an exportable model)")
+    act = {"gelu_tanh": "gelu_new", "gelu": "gelu", "relu": "relu"}.get(config.activation)
+    if act is None:
+        raise UserError(f"model.activation={config.activation!r}: GPT-2 has gelu_tanh, gelu or relu")
+    return {"architectures": ["GPT2LMHeadModel"], "model_type": "gpt2",
+            "vocab_size": config.vocab_size, "n_positions": config.max_len,
+            "n_embd": config.d_model, "n_layer": config.n_layers, "n_head": config.n_heads,
+            "n_inner": config.d_ff, "activation_function": act,
+            "resid_pdrop": config.dropout, "embd_pdrop": config.dropout,
+            "attn_pdrop": config.attn_dropout, "layer_norm_epsilon": config.layer_norm_eps,
+            "tie_word_embeddings": config.tie_embeddings, "scale_attn_weights": True,
+            "initializer_range": 0.02}
+
+
+def to_hf_state_dict(model: DecoderLM) -> dict[str, Tensor]:
+    """A DecoderLM's weights under GPT2LMHeadModel's names and layouts (the inverse of
+    convert_state_dict; a tied lm_head is written as its own copy, as transformers saves it)."""
+    ours = model.state_dict()
+    out = {"transformer.wte.weight": ours["embed.tokens.weight"],
+           "transformer.wpe.weight": ours["embed.positions.weight"],
+           "transformer.ln_f.weight": ours["decoder.norm.weight"],
+           "transformer.ln_f.bias": ours["decoder.norm.bias"]}
+    for i in range(model.config.n_layers):
+        src, dst = f"decoder.layers.{i}.", f"transformer.h.{i}."
+        qkv = [ours[f"{src}self_attn.{n}_proj.weight"] for n in "qkv"]
+        out[dst + "attn.c_attn.weight"] = _linear(torch.cat(qkv, dim=0))  # (3D, D) -> (D, 3D)
+        out[dst + "attn.c_attn.bias"] = torch.cat([ours[f"{src}self_attn.{n}_proj.bias"]
+                                                   for n in "qkv"])
+        pairs = {"attn.c_proj": "self_attn.out_proj", "mlp.c_fc": "ffn.w1", "mlp.c_proj": "ffn.w2"}
+        for theirs, mine in pairs.items():
+            out[f"{dst}{theirs}.weight"] = _linear(ours[f"{src}{mine}.weight"])
+            out[f"{dst}{theirs}.bias"] = ours[f"{src}{mine}.bias"]
+        for theirs, mine in (("ln_1", "attn_residual.norm"), ("ln_2", "ffn_residual.norm")):
+            for p in ("weight", "bias"):
+                out[f"{dst}{theirs}.{p}"] = ours[f"{src}{mine}.{p}"]
+    out["lm_head.weight"] = ours["embed.tokens.weight" if model.config.tie_embeddings
+                                 else "output.weight"]
+    return {k: v.detach().float().contiguous().clone() for k, v in out.items()}
 
 
 def _linear(conv1d_weight: Tensor) -> Tensor:

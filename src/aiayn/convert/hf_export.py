@@ -1,0 +1,86 @@
+"""aiayn model folder -> a Hugging Face `transformers` folder (`aiayn export hf`).
+
+The folder written is what `transformers`' `from_pretrained` reads offline: config.json (the HF
+architecture's own schema), model.safetensors (its parameter names and layouts) and the tokenizer
+(tokenizer.json, the same file aiayn uses, with tokenizer_config.json and
+special_tokens_map.json naming the special tokens), so `AutoModelForCausalLM` and `AutoTokenizer`
+(and what builds on them: pipelines, ONNX export, CTranslate2, TGI) take it as it is. A family or
+an option the HF architecture does not have is refused with the option named; nothing
+approximate is written.
+
+    transformer (translation)  -> MarianMTModel        (convert/hf_marian.py)
+    decoder_lm (GPT-2-shaped)  -> GPT2LMHeadModel      (convert/hf_gpt2.py)
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from torch import Tensor, nn
+
+from aiayn.data.special import BOS, BOS_TOKEN, EOS, EOS_TOKEN, PAD, PAD_TOKEN, UNK_TOKEN
+from aiayn.errors import UserError
+from aiayn.families import FAMILIES, LANGUAGE_MODEL, TRANSLATION
+from aiayn.folder import TOKENIZER_FILE, atomic_write, atomic_write_text, load_model
+
+
+def _gpt2(model: nn.Module) -> tuple[dict[str, Any], dict[str, Tensor]]:
+    from aiayn.convert.hf_gpt2 import config_to_hf, to_hf_state_dict
+
+    config = config_to_hf(model.config)
+    config.update(bos_token_id=BOS, eos_token_id=EOS, pad_token_id=PAD)
+    return config, to_hf_state_dict(model)
+
+
+def _marian(model: nn.Module) -> tuple[dict[str, Any], dict[str, Tensor]]:
+    from aiayn.convert.hf_marian import config_to_hf, to_hf_state_dict
+
+    return config_to_hf(model.config), to_hf_state_dict(model)
+
+
+# family -> (HF architecture, its converter)
+EXPORTERS: dict[str, tuple[str, Callable[[nn.Module], tuple[dict[str, Any], dict[str, Tensor]]]]] = {
+    TRANSLATION: ("MarianMTModel", _marian),
+    LANGUAGE_MODEL: ("GPT2LMHeadModel", _gpt2),
+}
+
+
+def export_hf(folder: str | Path, out: str | Path) -> str:
+    """Write the HF folder of the aiayn model folder `folder` into `out` (new or empty).
+    Returns the HF architecture's name."""
+    from safetensors.torch import save_file
+
+    folder, out = Path(folder), Path(out)
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise UserError(f"{out}: already exists and is not empty; choose a new --out folder")
+    model, meta = load_model(folder)
+    family = meta.get("family")
+    if family not in EXPORTERS:
+        what = FAMILIES[family].what if family in FAMILIES else f"family {family!r}"
+        known = ", ".join(f"{FAMILIES[f].what} -> {arch}" for f, (arch, _) in EXPORTERS.items())
+        raise UserError(f"{folder}: {what} has no Hugging Face export yet (exported: {known})")
+    architecture, convert = EXPORTERS[family]
+    config, state = convert(model)
+    config["aiayn"] = {"exported_from": str(folder), "family": family}
+    tokenizer = folder / TOKENIZER_FILE
+    if not tokenizer.is_file():
+        raise UserError(f"{tokenizer}: not found: the export needs the model's tokenizer")
+    out.mkdir(parents=True, exist_ok=True)
+    atomic_write(out / "model.safetensors",
+                 lambda tmp: save_file(state, str(tmp), metadata={"format": "pt"}))
+    atomic_write_text(out / "config.json", json.dumps(config, indent=2, sort_keys=True) + "\n")
+    atomic_write_text(out / TOKENIZER_FILE, tokenizer.read_text(encoding="utf-8"))
+    special = {"pad_token": PAD_TOKEN, "bos_token": BOS_TOKEN, "eos_token": EOS_TOKEN,
+               "unk_token": UNK_TOKEN}
+    atomic_write_text(out / "special_tokens_map.json", json.dumps(special, indent=2) + "\n")
+    tokenizer_config = {"tokenizer_class": "PreTrainedTokenizerFast",
+                        "model_max_length": getattr(model.config, "max_len", None), **special}
+    atomic_write_text(out / "tokenizer_config.json",
+                      json.dumps(tokenizer_config, indent=2, sort_keys=True) + "\n")
+    return architecture
+
+
+__all__ = ["EXPORTERS", "export_hf"]

@@ -1,0 +1,125 @@
+"""`aiayn export hf`: a trained model folder -> a transformers folder that loads offline and
+computes the same numbers (logits within 1e-4, the same greedy tokens); refusals name the option."""
+
+import json
+
+import pytest
+import torch
+
+import aiayn
+from aiayn.cli import main
+from aiayn.generation.lm import generate
+from test_cli_translation import write_config
+from test_lm_cli import _train
+
+transformers = pytest.importorskip("transformers")
+
+
+@pytest.fixture(scope="module")
+def lm_folder(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("export")
+    torch.set_num_threads(1)
+    # GPT-2's shape (the "tiny" preset: pre-norm, learned positions, GELU); not tied to the
+    # defaults of a short run, so the weights are far from their initialisation.
+    assert _train(tmp, tmp / "lm", "train.max_steps=60", "model.tie_embeddings=false") == 0
+    return tmp / "lm"
+
+
+def test_exported_language_model_is_a_gpt2_with_the_same_logits_and_greedy_tokens(
+        lm_folder, tmp_path, capsys):
+    out = tmp_path / "hf"
+    assert main(["export", "hf", "--model", str(lm_folder), "--out", str(out)]) == 0
+    assert "GPT2LMHeadModel" in capsys.readouterr().out
+    hf = transformers.AutoModelForCausalLM.from_pretrained(out).eval()
+    hf_tok = transformers.AutoTokenizer.from_pretrained(out)
+    assert type(hf).__name__ == "GPT2LMHeadModel"
+    lm = aiayn.load(lm_folder)
+    text = "the quick brown fox"
+    assert hf_tok(text)["input_ids"] == lm.tokenizer.encode(text)
+    ids = torch.tensor([[1, *lm.tokenizer.encode(text)]])
+    with torch.no_grad():
+        ours, theirs = lm.model(ids), hf(ids).logits
+    assert (ours - theirs).abs().max() <= 1e-4
+    assert ours.std() > 0.5  # trained logits, not a flat distribution
+    with torch.no_grad():
+        greedy = generate(lm.model, ids, 20, temperature=0.0)
+        hf_greedy = hf.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=20,
+                                do_sample=False)
+    assert greedy.tolist() == hf_greedy[:, :greedy.shape[1]].tolist()
+    assert hf_tok.decode(hf_greedy[0, ids.shape[1]:], skip_special_tokens=True) == \
+        lm.tokenizer.decode(greedy[0, ids.shape[1]:].tolist())
+    meta = json.loads((out / "config.json").read_text())
+    assert meta["model_type"] == "gpt2" and meta["tie_word_embeddings"] is False
+
+
+def test_a_language_model_gpt2_cannot_express_is_refused_naming_the_option(tmp_path, capsys):
+    assert _train(tmp_path, tmp_path / "lm", "train.max_steps=2", "model.positions=sinusoidal") == 0
+    capsys.readouterr()
+    assert main(["export", "hf", "--model", str(tmp_path / "lm"), "--out",
+                 str(tmp_path / "hf")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "model.positions='sinusoidal': GPT-2 has positions='learned'" \
+        in err
+    assert not (tmp_path / "hf").exists()
+
+
+def test_a_family_without_an_export_is_refused_and_nothing_is_written(tmp_path, capsys):
+    assert main(["vit", "train", "tiny", "train.max_steps=2", "train.progress=false",
+                 "train.tensorboard=false", "train.eval_every=0", "--corpus", "digits", "--out",
+                 str(tmp_path / "vit")]) == 0
+    capsys.readouterr()
+    assert main(["export", "hf", "--model", str(tmp_path / "vit"), "--out",
+                 str(tmp_path / "hf")]) == 2
+    err = capsys.readouterr().err
+    assert "a vision transformer has no Hugging Face export yet" in err
+    assert not (tmp_path / "hf").exists()
+
+
+@pytest.fixture(scope="module")
+def translation_folder(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("export_mt")
+    torch.set_num_threads(1)
+    config = write_config(tmp, max_steps=800, save_every=0)
+    assert main(["train", str(config), "model.dropout=0"]) == 0
+    return tmp / "model"
+
+
+def test_exported_translator_is_a_marian_with_the_same_logits_and_translations(
+        translation_folder, tmp_path):
+    """Marian orders its sinusoids differently (all sines, then all cosines); the export
+    renumbers the model's dimensions to match, so the numbers are the same."""
+    from aiayn.tasks.translation import decode_ids
+    from test_translator import digit_pairs
+
+    out = tmp_path / "hf"
+    assert main(["export", "hf", "--model", str(translation_folder), "--out", str(out)]) == 0
+    hf = transformers.AutoModelForSeq2SeqLM.from_pretrained(out).eval()
+    hf_tok = transformers.AutoTokenizer.from_pretrained(out)
+    assert type(hf).__name__ == "MarianMTModel"
+    mt = aiayn.load(translation_folder)
+    sources = [s for s, _ in digit_pairs(6, 7)]
+    ids = [mt.tokenizer.encode(s) for s in sources]
+    assert hf_tok(sources)["input_ids"] == ids
+    batch = hf_tok(sources, return_tensors="pt", padding=True)
+    src, mask = batch["input_ids"], batch["attention_mask"]
+    tgt = torch.tensor([[1, *mt.tokenizer.encode(t)] for _, t in digit_pairs(1, 7)] * len(ids))
+    tgt = tgt[:, :4]
+    with torch.no_grad():
+        ours = mt.model(src, tgt)
+        theirs = hf(input_ids=src, attention_mask=mask, decoder_input_ids=tgt).logits
+    keep = mask.bool().any(-1)
+    assert (ours[keep] - theirs[keep]).abs().max() <= 1e-4
+    assert ours.std() > 0.5
+    greedy = decode_ids(mt.model, ids, beam=1)
+    with torch.no_grad():
+        hf_greedy = hf.generate(input_ids=src, attention_mask=mask, num_beams=1, do_sample=False,
+                                max_new_tokens=60)
+    strip = [[t for t in row if t not in (0, 1, 2)] for row in hf_greedy.tolist()]
+    assert strip == greedy
+    assert hf_tok.batch_decode(hf_greedy, skip_special_tokens=True) == mt.translate(sources, beam=1)
+    # Beam search: fairseq's / HF's stopping rule and no length normalisation on both sides.
+    beam = decode_ids(mt.model, ids, beam=4, alpha=0.0, early_stopping="first_k")
+    with torch.no_grad():
+        hf_beam = hf.generate(input_ids=src, attention_mask=mask, num_beams=4, do_sample=False,
+                              length_penalty=0.0, early_stopping=True, max_new_tokens=60)
+    assert [[t for t in row if t not in (0, 1, 2)] for row in hf_beam.tolist()] == beam
