@@ -1,7 +1,8 @@
 """aiayn model folder -> a Hugging Face `transformers` folder (`aiayn export hf`).
 
 The folder written is what `transformers`' `from_pretrained` reads offline: config.json (the HF
-architecture's own schema), model.safetensors (its parameter names and layouts) and the tokenizer
+architecture's own schema), generation_config.json, model.safetensors (its parameter names and
+layouts) and the tokenizer
 (tokenizer.json, the same file aiayn uses, with tokenizer_config.json and
 special_tokens_map.json naming the special tokens), so `AutoModelForCausalLM` and `AutoTokenizer`
 (and what builds on them: pipelines, ONNX export, CTranslate2, TGI) take it as it is. A family or
@@ -72,6 +73,15 @@ def export_hf(folder: str | Path, out: str | Path) -> str:
     atomic_write(out / "model.safetensors",
                  lambda tmp: save_file(state, str(tmp), metadata={"format": "pt"}))
     atomic_write_text(out / "config.json", json.dumps(config, indent=2, sort_keys=True) + "\n")
+    # generate()'s defaults: the token ids, the model's length, and §6.1's beam of 4 for a
+    # translator (HF's length penalty is its own, |Y|^alpha, not aiayn's GNMT default).
+    generation = {k: config[k] for k in ("bos_token_id", "eos_token_id", "pad_token_id",
+                                          "decoder_start_token_id", "forced_eos_token_id")
+                  if k in config}
+    generation["max_length"] = getattr(model.config, "max_len", 1024)
+    if family == TRANSLATION:
+        generation["num_beams"] = 4
+    atomic_write_text(out / "generation_config.json", json.dumps(generation, indent=2) + "\n")
     atomic_write_text(out / TOKENIZER_FILE, tokenizer.read_text(encoding="utf-8"))
     special = {"pad_token": PAD_TOKEN, "bos_token": BOS_TOKEN, "eos_token": EOS_TOKEN,
                "unk_token": UNK_TOKEN}
