@@ -1,6 +1,8 @@
 """Devices and precision: names checked, unavailable devices refused, "auto" precision chosen
 from the hardware."""
 
+import json
+
 import pytest
 import torch
 
@@ -41,3 +43,43 @@ def test_cuda_on_a_machine_without_it_is_one_clear_error(monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     with pytest.raises(ConfigError, match="CUDA is not available on this machine"):
         devices.resolve_device("cuda")
+
+
+def test_inference_commands_run_under_the_precision_asked_for(tmp_path, monkeypatch, capsys):
+    from aiayn.cli import main
+    from aiayn.tasks.translation import Translator
+    from test_cli_translation import write_config
+
+    assert main(["train", str(write_config(tmp_path, max_steps=2))]) == 0
+    seen = []
+    original = Translator.translate
+
+    def spy(self, *args, **kwargs):
+        seen.append((torch.is_autocast_enabled("cpu"), torch.get_autocast_dtype("cpu")))
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(Translator, "translate", spy)
+    model = str(tmp_path / "model")
+    assert main(["translate", "--model", model, "--precision", "bf16", "12 3"]) == 0
+    assert main(["translate", "--model", model, "12 3"]) == 0
+    assert seen == [(True, torch.bfloat16), (False, seen[1][1])]
+    (tmp_path / "s").write_text("12 3\n")
+    (tmp_path / "r").write_text("3 12\n")
+    capsys.readouterr()
+    assert main(["eval", "--model", model, "--src", str(tmp_path / "s"), "--ref",
+                 str(tmp_path / "r"), "--precision", "bf16", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["precision"] == "bf16" and report["device"] == "cpu"
+
+
+@pytest.mark.parametrize("argv", [["generate", "--model", "m"], ["classify", "predict", "--model", "m"],
+                                  ["embed", "--model", "m"], ["vit", "predict", "--model", "m", "x.png"],
+                                  ["lm", "eval", "--model", "m"]])
+def test_every_inference_command_refuses_a_device_this_machine_lacks(argv, monkeypatch, capsys):
+    from aiayn.cli import main
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with pytest.raises(SystemExit) as info:
+        main([*argv, "--device", "cuda"])
+    err = capsys.readouterr().err
+    assert info.value.code == 2 and err.count("\n") == 1 and "CUDA is not available" in err

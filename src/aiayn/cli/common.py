@@ -33,6 +33,45 @@ def finite_float(text: str) -> float:
     return value
 
 
+def device_options(p: argparse.ArgumentParser, precision: bool = True) -> None:
+    """--device (and --precision) of a command that runs a model."""
+    p.add_argument("--device", type=device, default="auto",
+                   help="auto (CUDA when present, else MPS, else CPU; default), cpu, cuda, "
+                        "cuda:N, mps")
+    if precision:
+        p.add_argument("--precision", default="fp32", choices=("fp32", "bf16", "fp16", "auto"),
+                       help="autocast the model to bf16 / fp16 (auto: bf16 where the hardware "
+                            "computes it, as train.precision); default fp32")
+
+
+def precision_context(args: argparse.Namespace):
+    """The autocast context of --precision on --device (a no-op for fp32)."""
+    import contextlib
+
+    import torch
+
+    from aiayn.devices import resolve_precision
+
+    name = getattr(args, "precision", "fp32")
+    chosen, _ = resolve_precision(name, args.device)
+    dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(chosen)
+    if dtype is None:
+        return contextlib.nullcontext()
+    return torch.autocast(torch.device(args.device).type, dtype=dtype)
+
+
+def runs_model(func: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
+    """A command function that runs a model: the whole command under its --precision."""
+    import functools
+
+    @functools.wraps(func)
+    def wrapper(args: argparse.Namespace) -> int:
+        with precision_context(args):
+            return func(args)
+
+    return wrapper
+
+
 def device(text: str) -> str:
     """argparse type: a device this machine has (`--device cuda` on a CPU machine is refused)."""
     from aiayn.devices import resolve_device

@@ -21,6 +21,7 @@ import json
 import sys
 
 from aiayn.cli.common import (
+    device_options,
     percent,
     read_stdin_lines,
     report_training,
@@ -45,12 +46,14 @@ def register(sub) -> None:
 
     pred = cmds.add_parser("predict", help="label texts (arguments, or one per stdin line)")
     pred.add_argument("--model", required=True, metavar="DIR")
+    device_options(pred, precision=False)
     pred.add_argument("texts", nargs="*", metavar="TEXT")
     pred.add_argument("--json", action="store_true", help="print JSON lines")
     pred.set_defaults(func=_predict)
 
     ev = cmds.add_parser("eval", help="accuracy on a TSV file or the training corpus's test split")
     ev.add_argument("--model", required=True, metavar="DIR")
+    device_options(ev, precision=False)
     ev.add_argument("--test", metavar="FILE.tsv", help="text<TAB>label lines")
     ev.set_defaults(func=_eval)
 
@@ -67,6 +70,7 @@ def register(sub) -> None:
 
     emb = sub.add_parser("embed", help="sentence embeddings (mean-pooled, normalised)")
     emb.add_argument("--model", required=True, metavar="DIR")
+    device_options(emb, precision=False)
     emb.add_argument("texts", nargs="*", metavar="TEXT", help="default: one text per stdin line")
     how = emb.add_mutually_exclusive_group()
     how.add_argument("--json", action="store_true", help="print [{text, embedding}, ...] as JSON")
@@ -134,7 +138,7 @@ def _texts(args: argparse.Namespace) -> list[str]:
 def _predict(args: argparse.Namespace) -> int:
     from aiayn.tasks.text_classification import TextEncoder
 
-    enc = TextEncoder.load(args.model)
+    enc = TextEncoder.load(args.model, device=args.device)
     texts = _texts(args)
     for text, (label, prob) in zip(texts, enc.classify(texts), strict=True):
         if args.json:
@@ -149,7 +153,7 @@ def _eval(args: argparse.Namespace) -> int:
     from aiayn.data.parallel import read_tsv
     from aiayn.tasks.text_classification import ClassifyDataConfig, TextEncoder, load_examples
 
-    enc = TextEncoder.load(args.model)
+    enc = TextEncoder.load(args.model, device=args.device)
     if args.test:
         examples, what = read_tsv(args.test), args.test
     else:
@@ -169,7 +173,7 @@ def _eval(args: argparse.Namespace) -> int:
 def _embed(args: argparse.Namespace) -> int:
     from aiayn.tasks.text_classification import TextEncoder
 
-    enc = TextEncoder.load(args.model)
+    enc = TextEncoder.load(args.model, device=args.device)
     texts = _texts(args)
     vectors = enc.embed(texts)
     if args.json:

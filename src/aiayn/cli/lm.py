@@ -18,9 +18,11 @@ import argparse
 import sys
 
 from aiayn.cli.common import (
+    device_options,
     finite_float,
     positive_int,
     report_training,
+    runs_model,
     say,
     split_overrides,
     training_command,
@@ -41,6 +43,7 @@ def register(sub) -> None:
 
     ev = cmds.add_parser("eval", help="perplexity and bits per byte of a language model")
     ev.add_argument("--model", required=True, metavar="DIR")
+    device_options(ev)
     ev.add_argument("--text", nargs="+", metavar="FILE", help="files to score (each a document)")
     ev.add_argument("--split", choices=("valid", "test"), default=None,
                     help="a split of the model's training corpus (default: test, else valid)")
@@ -49,6 +52,7 @@ def register(sub) -> None:
 
     gen = sub.add_parser("generate", help="continue a prompt with a language model (streaming)")
     gen.add_argument("--model", required=True, metavar="DIR")
+    device_options(gen)
     gen.add_argument("--prompt", action="append", default=None,
                      help="text to continue (default: empty); repeat for several prompts")
     gen.add_argument("--num-samples", type=positive_int, default=1,
@@ -103,6 +107,7 @@ def _prompt_hint(args: argparse.Namespace) -> str:
     return shlex.quote(f"{word} " if word else "def ")
 
 
+@runs_model
 def _eval(args: argparse.Namespace) -> int:
     from aiayn.tasks.language_model import (
         LanguageModel,
@@ -112,7 +117,7 @@ def _eval(args: argparse.Namespace) -> int:
         score_documents,
     )
 
-    lm = LanguageModel.load(args.model)
+    lm = LanguageModel.load(args.model, device=args.device)
     if args.batch_size < 1:
         raise UserError(f"--batch-size {args.batch_size}: must be a positive integer")
     exp = lm.meta.get("experiment", {})
@@ -133,10 +138,11 @@ def _eval(args: argparse.Namespace) -> int:
     return 0
 
 
+@runs_model
 def _generate(args: argparse.Namespace) -> int:
     from aiayn.tasks.language_model import LanguageModel
 
-    lm = LanguageModel.load(args.model)
+    lm = LanguageModel.load(args.model, device=args.device)
     prompts = args.prompt or [""]
     options = dict(temperature=args.temperature, top_k=args.top_k, top_p=args.top_p,
                    seed=args.seed)

@@ -18,11 +18,12 @@ import sys
 import time
 
 from aiayn.cli.common import (
-    device,
+    device_options,
     finite_float,
     positive_int,
     read_stdin_lines,
     report_training,
+    runs_model,
     split_overrides,
     training_command,
     warn,
@@ -79,8 +80,7 @@ def _model_args(p: argparse.ArgumentParser) -> None:
                         "K-th best finished; default), first_k (K finished, as fairseq), "
                         "current_length (HF transformers' heuristic)")
     p.add_argument("--batch-size", type=positive_int, default=64, help="sentences per batch (default 64)")
-    p.add_argument("--device", type=device, default="auto",
-                   help="auto (CUDA when present, else CPU; default), cpu, cuda, cuda:N, mps")
+    device_options(p)
     p.add_argument("--checkpoint", type=positive_int, metavar="STEP",
                    help="use the weights saved at this training step (checkpoints/)")
     p.add_argument("--threads", type=positive_int, default=None,
@@ -120,6 +120,7 @@ def _train(args: argparse.Namespace) -> int:
     return report_training(result, out, "".join(f", {k} {v:.4g}" for k, v in scores.items()))
 
 
+@runs_model
 def _translate(args: argparse.Namespace) -> int:
     from aiayn.tasks.translation import Translator
 
@@ -132,6 +133,7 @@ def _translate(args: argparse.Namespace) -> int:
     return 0
 
 
+@runs_model
 def _eval(args: argparse.Namespace) -> int:
     from aiayn.data.parallel import read_parallel
     from aiayn.tasks.translation import Translator, score_translations
@@ -149,7 +151,7 @@ def _eval(args: argparse.Namespace) -> int:
     scores.update(sentences=len(pairs), seconds=round(seconds, 3),
                   sentences_per_s=round(len(pairs) / seconds, 2),
                   tokens_per_s=round(out_tokens / seconds, 1), **_decode_opts(args),
-                  threads=_threads())
+                  threads=_threads(), device=args.device, precision=args.precision)
     if args.hyp:
         from aiayn.folder import atomic_write_text
         atomic_write_text(args.hyp, "".join(h + "\n" for h in hyps))

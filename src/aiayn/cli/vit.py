@@ -16,7 +16,14 @@ from __future__ import annotations
 import argparse
 import json
 
-from aiayn.cli.common import percent, report_training, say, split_overrides, training_command
+from aiayn.cli.common import (
+    device_options,
+    percent,
+    report_training,
+    say,
+    split_overrides,
+    training_command,
+)
 from aiayn.errors import UserError
 
 
@@ -33,12 +40,14 @@ def register(sub) -> None:
 
     pred = cmds.add_parser("predict", help="classify image files")
     pred.add_argument("--model", required=True, metavar="DIR")
+    device_options(pred, precision=False)
     pred.add_argument("images", nargs="+", metavar="IMAGE")
     pred.add_argument("--json", action="store_true", help="print JSON lines")
     pred.set_defaults(func=_predict)
 
     ev = cmds.add_parser("eval", help="accuracy on a split of the training data or on a folder")
     ev.add_argument("--model", required=True, metavar="DIR")
+    device_options(ev, precision=False)
     ev.add_argument("--images", metavar="DIR", help="score every image of this class folder")
     ev.add_argument("--split", choices=("train", "valid", "test"), default="test",
                     help="split of the model's own training data (default test)")
@@ -67,7 +76,7 @@ def _train(args: argparse.Namespace) -> int:
 def _predict(args: argparse.Namespace) -> int:
     from aiayn.tasks.image_classification import ImageClassifier
 
-    clf = ImageClassifier.load(args.model)
+    clf = ImageClassifier.load(args.model, device=args.device)
     for path, (label, prob) in zip(args.images, clf.predict_files(args.images), strict=True):
         if args.json:
             print(json.dumps({"image": path, "label": label, "probability": round(prob, 6)}))
@@ -84,7 +93,7 @@ def _eval(args: argparse.Namespace) -> int:
         load_image_corpus,
     )
 
-    clf = ImageClassifier.load(args.model)
+    clf = ImageClassifier.load(args.model, device=args.device)
     cfg = clf.model.config
     if args.images:
         corpus = image_folder(args.images, cfg.image_size, cfg.channels, valid_frac=0.0, test_frac=0.0)
