@@ -227,11 +227,17 @@ class TrainConfig(Config):
     lr_schedule: str = "noam"  # noam (§5.3) | constant | cosine
     lr: float | None = None  # peak learning rate (noam: None = d_model^-0.5 warmup^-0.5)
     lr_scale: float = 1.0  # multiplies the whole schedule
+    # "cosine" ends at min_lr (nanoGPT uses lr / 10). With max_minutes, the cosine runs on
+    # whichever is further along, steps or time, so a time budget ends at min_lr, not mid-decay.
+    min_lr: float = 0.0  # floor of the cosine decay
     warmup_steps: int = 4000  # §5.3: warmup_steps = 4000
     adam_beta1: float = 0.9  # §5.3: Adam with beta1 = 0.9, beta2 = 0.98, eps = 1e-9
     adam_beta2: float = 0.98  # §5.3
     adam_eps: float = 1e-9  # §5.3
     weight_decay: float = 0.0  # not in the paper; AdamW-style decoupled decay when > 0
+    # Which parameters decay: matrices always, biases and LayerNorm gains never; embeddings
+    # only with this set (nanoGPT decays every matrix, embeddings included).
+    decay_embeddings: bool = False
     max_steps: int = 100_000  # §5.2: base model trained for 100k steps
     max_minutes: float | None = None  # wall-clock budget for the whole run (resumes included)
     max_tokens: int = 25_000  # tokens per batch (translation: source + target, §5.1 ~25k each; LM: context tokens)
@@ -288,6 +294,13 @@ class TrainConfig(Config):
                   f"must be in [0, 1/min(keep_last_n, {FINAL_CHECKPOINTS})) = [0, {1.0 / timed:.3g})")
         if self.weight_decay < 0:
             _fail("weight_decay", self.weight_decay, "must be non-negative")
+        if self.min_lr < 0:
+            _fail("min_lr", self.min_lr, "must be non-negative")
+        if self.min_lr > 0 and self.lr_schedule != "cosine":
+            _fail("min_lr", self.min_lr, f"is the floor of the cosine schedule; lr_schedule="
+                  f"{self.lr_schedule!r} has none")
+        if self.lr is not None and self.min_lr > self.lr * self.lr_scale:
+            _fail("min_lr", self.min_lr, f"must not exceed the peak lr ({self.lr * self.lr_scale:g})")
         check_device_name(self.device)
         if self.precision not in PRECISIONS:
             _fail("precision", self.precision, f"must be one of {', '.join(PRECISIONS)}")

@@ -52,6 +52,11 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:  # Ctrl-C while starting (imports, argument parsing)
         print("aiayn: interrupted", file=sys.stderr)
         return 130
+    except ImportError as e:  # Ctrl-C inside a C extension's import surfaces as an ImportError
+        if isinstance(e.__cause__ or e.__context__, KeyboardInterrupt):
+            print("aiayn: interrupted", file=sys.stderr)
+            return 130
+        raise
 
 
 def _main(argv: list[str] | None) -> int:

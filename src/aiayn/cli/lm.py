@@ -58,8 +58,10 @@ def register(sub) -> None:
     gen.add_argument("--num-samples", type=positive_int, default=1,
                      help="continuations per prompt, decoded in one batch (default 1)")
     gen.add_argument("--max-new-tokens", type=int, default=100)
-    gen.add_argument("--temperature", type=finite_float, default=1.0, help="0 = greedy")
-    gen.add_argument("--top-k", type=int, default=None)
+    gen.add_argument("--temperature", type=finite_float, default=0.8,
+                     help="0 = greedy (default 0.8, as nanoGPT)")
+    gen.add_argument("--top-k", type=int, default=200,
+                     help="sample from the k most likely tokens (default 200, as nanoGPT; 0 = all)")
     gen.add_argument("--top-p", type=finite_float, default=None)
     gen.add_argument("--seed", type=int, default=None)
     gen.set_defaults(func=_generate)
@@ -144,7 +146,7 @@ def _generate(args: argparse.Namespace) -> int:
 
     lm = LanguageModel.load(args.model, device=args.device)
     prompts = args.prompt or [""]
-    options = dict(temperature=args.temperature, top_k=args.top_k, top_p=args.top_p,
+    options = dict(temperature=args.temperature, top_k=args.top_k or None, top_p=args.top_p,
                    seed=args.seed)
     out = sys.stdout
     if len(prompts) == 1 and args.num_samples == 1:  # stream: each piece as soon as it exists

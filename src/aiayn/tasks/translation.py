@@ -34,7 +34,7 @@ from aiayn.data.special import BOS, EOS, PAD
 from aiayn.data.tokenizer import Tokenizer
 from aiayn.errors import ConfigError, UserError
 from aiayn.families import TRANSLATION as FAMILY
-from aiayn.folder import load_model
+from aiayn.folder import load_model, save_model
 from aiayn.generation.config import EARLY_STOPPING
 from aiayn.generation.search import LENGTH_PENALTIES, beam_search, greedy_search
 from aiayn.models import Transformer
@@ -254,6 +254,12 @@ class Translator:
             raise UserError(f"{folder}: tokenizer has {tokenizer.vocab_size} tokens but the model "
                             f"only {model.config.vocab_size}")
         return cls(model, tokenizer, device, meta)
+
+    def save(self, folder: str | Path) -> Path:
+        """Write a model folder (config, weights, tokenizer) that Translator.load reads back."""
+        save_model(folder, FAMILY, self.model, self.meta)
+        self.tokenizer.save(folder)
+        return Path(folder)
 
     def translate(self, sentences: str | Sequence[str], beam: int = 4, alpha: float = 0.6,
                   length_penalty: str = "gnmt", batch_size: int = 64,

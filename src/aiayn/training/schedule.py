@@ -25,8 +25,9 @@ def noam_lr(step: int, d_model: int, warmup: int) -> float:
     return d_model ** -0.5 * min(step ** -0.5, step * warmup ** -1.5)
 
 
-def learning_rate(step: int, cfg: TrainConfig, d_model: int) -> float:
-    """The learning rate for update number `step` (1-based)."""
+def learning_rate(step: int, cfg: TrainConfig, d_model: int, elapsed: float | None = None) -> float:
+    """The learning rate for update number `step` (1-based); `elapsed` (seconds of training)
+    moves a cosine on with a max_minutes budget."""
     step = max(step, 1)
     warm = cfg.warmup_steps
     if cfg.lr_schedule == "noam":
@@ -39,15 +40,19 @@ def learning_rate(step: int, cfg: TrainConfig, d_model: int) -> float:
         return peak * step / warm
     if cfg.lr_schedule == "constant":
         return peak
-    # "cosine": from the peak at the end of warmup down to 0 at max_steps.
+    # "cosine": from the peak at the end of warmup down to min_lr at max_steps, or at the end of
+    # the time budget when that comes first (the warmup counted in steps either way).
     progress = min(1.0, (step - warm) / max(1, cfg.max_steps - warm))
-    return peak * 0.5 * (1.0 + math.cos(math.pi * progress))
+    if cfg.max_minutes is not None and elapsed is not None:
+        progress = max(progress, min(1.0, elapsed / (cfg.max_minutes * 60)))
+    return cfg.min_lr + (peak - cfg.min_lr) * 0.5 * (1.0 + math.cos(math.pi * progress))
 
 
 def make_optimizer(model: nn.Module, cfg: TrainConfig) -> torch.optim.Optimizer:
     """§5.3: Adam(beta1 = 0.9, beta2 = 0.98, eps = 1e-9); AdamW when weight_decay > 0.
 
-    Weight decay (not in the paper) skips biases, LayerNorm gains and embeddings.
+    Weight decay (not in the paper) skips biases and LayerNorm gains, and embeddings unless
+    decay_embeddings is set.
     """
     betas = (cfg.adam_beta1, cfg.adam_beta2)
     params = [p for p in model.parameters() if p.requires_grad]
@@ -56,7 +61,8 @@ def make_optimizer(model: nn.Module, cfg: TrainConfig) -> torch.optim.Optimizer:
     decay, no_decay = [], []
     for name, p in model.named_parameters():
         if p.requires_grad:
-            (decay if p.dim() >= 2 and "embed" not in name else no_decay).append(p)
+            matrix = p.dim() >= 2 and (cfg.decay_embeddings or "embed" not in name)
+            (decay if matrix else no_decay).append(p)
     groups = [{"params": decay, "weight_decay": cfg.weight_decay},
               {"params": no_decay, "weight_decay": 0.0}]
     return torch.optim.AdamW(groups, lr=0.0, betas=betas, eps=cfg.adam_eps)

@@ -354,7 +354,8 @@ class Trainer:
                 p.grad.div_(per_token)
             if self.cfg.clip_norm is not None:
                 sums["grad_norm"] = float(nn.utils.clip_grad_norm_(params, self.cfg.clip_norm)) * total_n
-            set_lr(self.optimizer, learning_rate(self.step + 1, self.cfg, self.d_model))
+            clock = self._agreed_elapsed if self.world.active else time.monotonic() - self._start
+            set_lr(self.optimizer, learning_rate(self.step + 1, self.cfg, self.d_model, clock))
             self.scaler.step(self.optimizer)  # fp16: skipped when a gradient overflowed
             self.scaler.update()
         self.step += 1

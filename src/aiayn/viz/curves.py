@@ -17,7 +17,9 @@ from matplotlib.figure import Figure
 from aiayn.errors import UserError
 from aiayn.viz.style import new_figure
 
-LOSS_KEYS = ("loss", "valid_loss")
+# "loss" is what training minimises (label-smoothed, §5.4: it cannot fall below the smoothing's
+# entropy); "nll" is the plain negative log-likelihood beside it, the figure that keeps falling.
+LOSS_KEYS = ("loss", "nll", "valid_loss", "valid_nll")
 LR_KEYS = ("lr",)
 # Scores plotted on a 0-100 scale; fractions (accuracy in [0, 1]) are shown as percentages.
 SCORE_KEYS = ("valid_bleu", "valid_chrf", "valid_exact_match", "accuracy", "valid_accuracy", "bleu")
