@@ -85,3 +85,19 @@ def test_the_curves_figure_shows_the_nll_beside_the_smoothed_loss():
     labels = {line.get_label() for line in loss_axis.get_lines()}
     assert {"loss", "nll", "valid_loss", "valid_nll"} <= labels
     assert not math.isnan(loss_axis.get_lines()[1].get_ydata()[0])
+
+
+def test_tensorboard_scalars_are_grouped_into_train_and_valid(tmp_path):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    from aiayn.training.metrics import MetricsLog
+
+    log = MetricsLog(tmp_path, tensorboard=True)
+    log.log(5, {"loss": 2.0, "lr": 1e-3, "nll": 1.5})
+    log.log(5, {"valid_loss": 2.5, "valid_bleu": 12.0})
+    log.close()
+    events = EventAccumulator(str(tmp_path / "tb"))
+    events.Reload()
+    tags = set(events.Tags()["scalars"])
+    assert tags == {"train/loss", "train/lr", "train/nll", "valid/loss", "valid/bleu"}
+    assert events.Scalars("valid/bleu")[0].value == 12.0

@@ -237,7 +237,7 @@ class TrainConfig(Config):
     weight_decay: float = 0.0  # not in the paper; AdamW-style decoupled decay when > 0
     # Which parameters decay: matrices always, biases and LayerNorm gains never; embeddings
     # only with this set (nanoGPT decays every matrix, embeddings included).
-    decay_embeddings: bool = False
+    decay_embeddings: bool = False  # weight_decay on the embeddings too (as nanoGPT)
     max_steps: int = 100_000  # §5.2: base model trained for 100k steps
     max_minutes: float | None = None  # wall-clock budget for the whole run (resumes included)
     max_tokens: int = 25_000  # tokens per batch (translation: source + target, §5.1 ~25k each; LM: context tokens)

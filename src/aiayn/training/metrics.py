@@ -17,6 +17,12 @@ from aiayn.errors import UserError
 from aiayn.folder import atomic_write_text
 
 
+def scalar_tag(key: str) -> str:
+    """TensorBoard's name for a logged value, grouped by what it measures: "valid_bleu" ->
+    "valid/bleu", "loss" -> "train/loss" (TensorBoard draws one section per group)."""
+    return f"valid/{key.removeprefix('valid_')}" if key.startswith("valid_") else f"train/{key}"
+
+
 class MetricsLog:
     def __init__(self, folder: str | Path, fmt: str = "jsonl", tensorboard: bool = True,
                  resume_step: int | None = None):
@@ -57,7 +63,7 @@ class MetricsLog:
         if self._writer is not None:
             for key, value in row.items():
                 if key != "step" and isinstance(value, (int, float)) and math.isfinite(value):
-                    self._writer.add_scalar(key, value, step)
+                    self._writer.add_scalar(scalar_tag(key), value, step)
             self._writer.flush()
 
     def _append_csv(self, row: dict[str, Any]) -> None:
