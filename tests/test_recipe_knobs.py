@@ -101,3 +101,10 @@ def test_tensorboard_scalars_are_grouped_into_train_and_valid(tmp_path):
     tags = set(events.Tags()["scalars"])
     assert tags == {"train/loss", "train/lr", "train/nll", "valid/loss", "valid/bleu"}
     assert events.Scalars("valid/bleu")[0].value == 12.0
+
+
+def test_the_optimizer_is_fused_for_a_gpu_and_the_default_kernel_on_the_cpu():
+    model = Transformer(preset("tiny"))
+    for kw in ({}, {"weight_decay": 0.1}):
+        assert make_optimizer(model, TrainConfig(**kw), "cuda").defaults["fused"] is True
+        assert not make_optimizer(model, TrainConfig(**kw), "cpu").defaults.get("fused")

@@ -76,6 +76,11 @@ class Batch:
     tgt_out: Tensor
     pad_id: int = PAD
 
+    def pin_memory(self) -> Batch:
+        """The batch in page-locked memory, from which a copy to a GPU can overlap compute."""
+        return Batch(self.src.pin_memory(), self.tgt_in.pin_memory(), self.tgt_out.pin_memory(),
+                     self.pad_id)
+
     def to(self, device: torch.device | str, non_blocking: bool = False) -> Batch:
         return Batch(self.src.to(device, non_blocking=non_blocking),
                      self.tgt_in.to(device, non_blocking=non_blocking),

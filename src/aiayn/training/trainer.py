@@ -90,7 +90,7 @@ class Trainer:
         self.d_model = getattr(getattr(model, "config", None), "d_model", 512)
         self.world = distributed.setup(config.device)
         self.device = torch.device(distributed.process_device(config.device))
-        self.optimizer = make_optimizer(model, config)
+        self.optimizer = make_optimizer(model, config, self.device)
         # Mixed precision: autocast dtype (None = fp32) and, for fp16, a loss scaler.
         self.precision, why = resolve_precision(config.precision, str(self.device))
         self._precision_note = f"precision {self.precision} ({why})" if why != "set" else ""
@@ -284,9 +284,7 @@ class Trainer:
         forward/backward of the next batch, with the stream and the RNG put back afterwards."""
         position, saved = self.batches.state_dict(), rng_state()
         self.model.train()
-        batch = next(self.batches)
-        if hasattr(batch, "to"):
-            batch = batch.to(self.device)
+        batch = self._to_device(next(self.batches))
         with torch.autocast(self.device.type, dtype=self.autocast, enabled=self.autocast is not None):
             loss, _, _ = self.loss_fn(self.model, batch)
         loss.backward()
@@ -323,6 +321,17 @@ class Trainer:
                 self.batches.skip()
         return batch
 
+    def _to_device(self, batch: Any) -> Any:
+        """A batch (a Batch, a tensor, or a tuple of tensors) on the training device; to a GPU
+        through page-locked memory, so the copy does not stall the host."""
+        if isinstance(batch, (tuple, list)):
+            return type(batch)(self._to_device(b) for b in batch)
+        if not hasattr(batch, "to"):
+            return batch
+        if self.device.type != "cuda":
+            return batch.to(self.device)
+        return batch.pin_memory().to(self.device, non_blocking=True)
+
     def _update(self) -> tuple[float, int, dict[str, float]]:
         """One optimizer update over accum_steps batches. Returns (loss sum, units, other sums),
         summed over all processes under torchrun."""
@@ -330,9 +339,7 @@ class Trainer:
         self.optimizer.zero_grad(set_to_none=True)
         total_loss, total_n, sums = 0.0, 0, {}
         for i in range(self.cfg.accum_steps):
-            batch = self._next_batch()
-            if hasattr(batch, "to"):
-                batch = batch.to(self.device)
+            batch = self._to_device(self._next_batch())
             last = i == self.cfg.accum_steps - 1  # DDP sums gradients across processes once
             with self.net.no_sync() if self.world.active and not last else nullcontext():
                 with torch.autocast(self.device.type, dtype=self.autocast,
