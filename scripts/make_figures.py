@@ -31,7 +31,7 @@ from aiayn.viz import (
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("model", help="model folder (translation, LM or encoder)")
-    p.add_argument("--text", default="On March 5, 2024, 3,417 people came.",
+    p.add_argument("--text", default="Tuesday, March 5, 2024",
                    help="input for the attention figure")
     p.add_argument("--out", default="docs/figures", help="output folder (default docs/figures)")
     args = p.parse_args(argv)

@@ -392,3 +392,18 @@ def test_mixed_precision_trains_like_fp32(tmp_path, capsys, precision):
         import torch
         state = torch.load(tmp_path / "fp16" / "model" / "train_state.pt", weights_only=True)
         assert state["scaler"]["scale"] > 0
+
+
+def test_reading_from_a_terminal_says_what_it_waits_for(trained, monkeypatch, capsys):
+    import io
+
+    class Terminal(io.TextIOWrapper):
+        def isatty(self):
+            return True
+
+    monkeypatch.setattr("sys.stdin", Terminal(io.BytesIO("12 3\n".encode())))
+    _, _, model = trained
+    assert main(["translate", "--model", str(model)]) == 0
+    out, err = capsys.readouterr()
+    assert len(out.splitlines()) == 1
+    assert "reading from the terminal, one per line; end with Ctrl-D" in err

@@ -84,7 +84,11 @@ def device(text: str) -> str:
 
 
 def read_stdin_lines() -> list[str]:
-    """The lines of standard input (UTF-8, a BOM and CRLF endings allowed)."""
+    """The lines of standard input (UTF-8, a BOM and CRLF endings allowed). On a terminal, a
+    hint says what is awaited and how to end it."""
+    if sys.stdin.isatty():
+        print("reading from the terminal, one per line; end with Ctrl-D (or pass them as "
+              "arguments)", file=sys.stderr)
     data = sys.stdin.buffer.read()
     try:
         text = data.decode("utf-8-sig")

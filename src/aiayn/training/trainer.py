@@ -388,7 +388,8 @@ class Trainer:
         row.update({k: v / n for k, v in window["sums"].items()})
         log.log(self.step, row)
         bar.set_postfix(loss=f"{row['loss']:.3f}", lr=f"{row['lr']:.2e}",
-                        tok_s=f"{row['tokens_per_s']:.0f}", refresh=False)
+                        tok_s=f"{row['tokens_per_s']:.0f}",
+                        left=self._time_left().removesuffix(" left"), refresh=False)
         if self.cfg.progress and not self._tty:
             self._say(f"step {self.step} | loss {row['loss']:.4g} | lr {row['lr']:.2e} | "
                       f"{row['tokens_per_s']:,.0f} tok/s | {self._time_left()}")
