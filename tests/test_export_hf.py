@@ -123,3 +123,66 @@ def test_exported_translator_is_a_marian_with_the_same_logits_and_translations(
         hf_beam = hf.generate(input_ids=src, attention_mask=mask, num_beams=4, do_sample=False,
                               length_penalty=0.0, early_stopping=True, max_new_tokens=60)
     assert [[t for t in row if t not in (0, 1, 2)] for row in hf_beam.tolist()] == beam
+
+
+@pytest.fixture(scope="module")
+def hf_gpt2_folder(tmp_path_factory):
+    """A GPT-2 written by transformers (random weights, offline) with the original tokenizer
+    files (vocab.json + merges.txt) of a byte-level BPE trained here."""
+    from tokenizers import ByteLevelBPETokenizer
+
+    folder = tmp_path_factory.mktemp("gpt2")
+    text = ["the quick brown fox jumps over the lazy dog", "def parse(path): return path"] * 50
+    tok = ByteLevelBPETokenizer()
+    tok.train_from_iterator(text, vocab_size=300, special_tokens=["<|endoftext|>"])
+    tok.save_model(str(folder))
+    eot = tok.token_to_id("<|endoftext|>")
+    config = transformers.GPT2Config(vocab_size=tok.get_vocab_size(), n_positions=64, n_embd=32,
+                                     n_layer=2, n_head=2, bos_token_id=eot, eos_token_id=eot)
+    torch.manual_seed(0)
+    transformers.GPT2LMHeadModel(config).save_pretrained(folder)
+    return folder, eot
+
+
+def test_imported_gpt2_computes_what_transformers_computes_and_exports_back(
+        hf_gpt2_folder, tmp_path, capsys):
+    folder, eot = hf_gpt2_folder
+    out = tmp_path / "lm"
+    assert main(["import", "hf-gpt2", str(folder), "--out", str(out)]) == 0
+    hf = transformers.GPT2LMHeadModel.from_pretrained(folder).eval()
+    lm = aiayn.load(out)
+    assert lm.special == {"bos": eot, "eos": eot, "pad": eot, "unk": None}
+    text = "the lazy fox"
+    ids = torch.tensor([[eot, *lm.tokenizer.encode(text)]])
+    with torch.no_grad():
+        assert (lm.model(ids) - hf(ids).logits).abs().max() <= 1e-4
+        hf_greedy = hf.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=12,
+                                do_sample=False, pad_token_id=eot)
+    new = [t for t in hf_greedy[0, ids.shape[1]:].tolist() if t != eot]
+    assert lm.generate(text, max_new_tokens=12, temperature=0.0) == lm.tokenizer.decode(new)
+    # lm eval scores <|endoftext|> text <|endoftext|>, as GPT-2 sees a document
+    doc = torch.tensor([[eot, *lm.tokenizer.encode(text), eot]])
+    with torch.no_grad():
+        hf_loss = float(hf(doc, labels=doc).loss)
+    assert lm.evaluate(text)["loss"] == pytest.approx(hf_loss, rel=1e-4)
+    # and back to transformers, with GPT-2's own special tokens
+    capsys.readouterr()
+    assert main(["export", "hf", "--model", str(out), "--out", str(tmp_path / "hf")]) == 0
+    again = transformers.AutoModelForCausalLM.from_pretrained(tmp_path / "hf").eval()
+    with torch.no_grad():
+        assert (again(ids).logits - hf(ids).logits).abs().max() <= 1e-4
+    assert transformers.AutoTokenizer.from_pretrained(tmp_path / "hf").eos_token == "<|endoftext|>"
+
+
+def test_a_gpt2_folder_without_its_tokenizer_is_refused(hf_gpt2_folder, tmp_path, capsys):
+    import shutil
+
+    folder, _ = hf_gpt2_folder
+    bare = tmp_path / "bare"
+    bare.mkdir()
+    for name in ("config.json", "model.safetensors"):
+        shutil.copy(folder / name, bare / name)
+    assert main(["import", "hf-gpt2", str(bare), "--out", str(tmp_path / "lm")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "no tokenizer.json (or vocab.json + merges.txt)" in err
+    assert not (tmp_path / "lm").exists()

@@ -18,8 +18,8 @@ COMMAND_MODULES = [
     "aiayn.cli.translation",  # train, translate, eval, average
     "aiayn.cli.data",  # data (built-in corpora to files)
     "aiayn.cli.lm",  # lm train, generate
-    "aiayn.cli.encoder",  # classify, import, embed
-    "aiayn.cli.convert",  # export
+    "aiayn.cli.encoder",  # classify, embed
+    "aiayn.cli.convert",  # import, export
     "aiayn.cli.vit",  # vit train / eval
     "aiayn.cli.viz",  # viz attention / positions / masks / curves
     "aiayn.cli.serve",  # serve

@@ -1,4 +1,5 @@
-"""`aiayn export hf`: an aiayn model folder -> a Hugging Face `transformers` folder."""
+"""`aiayn import KIND` (another library's checkpoint folder -> an aiayn model folder) and
+`aiayn export hf` (an aiayn model folder -> a Hugging Face `transformers` folder)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,18 @@ import argparse
 
 
 def register(sub) -> None:
-    """Add `aiayn export hf` to the `aiayn` parser."""
+    """Add `aiayn import KIND` and `aiayn export hf` to the `aiayn` parser."""
+    imp = sub.add_parser("import", help="convert a checkpoint folder of another library",
+                         description="Convert a local checkpoint folder (config.json + "
+                         "model.safetensors [+ tokenizer.json]) into an aiayn model folder.")
+    imp.set_defaults(func=lambda args: (imp.print_help(), 2)[1])
+    kinds = imp.add_subparsers(dest="import_kind", metavar="KIND")
+    for kind, (help_text, func) in IMPORTERS.items():
+        p = kinds.add_parser(kind, help=help_text)
+        p.add_argument("folder", metavar="DIR", help="checkpoint folder")
+        p.add_argument("--out", required=True, help="aiayn model folder to write")
+        p.set_defaults(func=func)
+
     exp = sub.add_parser("export", help="write a model folder in another library's format",
                          description="Write an aiayn model folder in another library's format.")
     exp.set_defaults(func=lambda args: (exp.print_help(), 2)[1])
@@ -26,3 +38,44 @@ def _export_hf(args: argparse.Namespace) -> int:
     print(f"exported {args.model} as a {architecture} into {args.out} (load it with "
           f"transformers' from_pretrained({str(args.out)!r}))")
     return 0
+
+
+def _import_bert(args: argparse.Namespace) -> int:
+    from aiayn.tasks.text_classification import import_hf_bert
+
+    enc = import_hf_bert(args.folder, args.out)
+    cfg = enc.model.config
+    print(f"imported {args.folder}: {enc.model.num_parameters():,} parameters ({cfg.n_layers} layers, "
+          f"d_model {cfg.d_model}, vocabulary {cfg.vocab_size}) into {args.out}")
+    return 0
+
+
+def _import_vit(args: argparse.Namespace) -> int:
+    from aiayn.convert.hf_vit import load_hf_folder
+    from aiayn.tasks.image_classification import ImageClassifier
+
+    model = load_hf_folder(args.folder)
+    ImageClassifier(model, [str(i) for i in range(model.config.n_classes)], "RGB"
+                    if model.config.channels == 3 else "L", meta={"source": args.folder}).save(args.out)
+    print(f"imported {args.folder}: {model.num_parameters():,} parameters into {args.out}")
+    return 0
+
+
+def _import_gpt2(args: argparse.Namespace) -> int:
+    from aiayn.tasks.language_model import import_hf_gpt2
+
+    lm = import_hf_gpt2(args.folder, args.out)
+    cfg = lm.model.config
+    print(f"imported {args.folder}: {lm.model.num_parameters():,} parameters ({cfg.n_layers} layers, "
+          f"d_model {cfg.d_model}, vocabulary {cfg.vocab_size}) into {args.out}")
+    return 0
+
+
+# kind -> (help, function)
+IMPORTERS = {
+    "hf-gpt2": ("GPT-2 folder (transformers GPT2LMHeadModel, with tokenizer.json or "
+                "vocab.json + merges.txt) -> language model", _import_gpt2),
+    "hf-bert": ("BERT-architecture folder (e.g. all-MiniLM-L6-v2) -> encoder model", _import_bert),
+    "hf-vit": ("ViT folder (transformers ViTModel / ViTForImageClassification) -> vit model",
+               _import_vit),
+}

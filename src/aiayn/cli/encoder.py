@@ -57,17 +57,6 @@ def register(sub) -> None:
     ev.add_argument("--test", metavar="FILE.tsv", help="text<TAB>label lines")
     ev.set_defaults(func=_eval)
 
-    imp = sub.add_parser("import", help="convert a checkpoint folder of another library",
-                         description="Convert a local checkpoint folder (config.json + "
-                         "model.safetensors [+ tokenizer.json]) into an aiayn model folder.")
-    imp.set_defaults(func=lambda args: (imp.print_help(), 2)[1])
-    kinds = imp.add_subparsers(dest="import_kind", metavar="KIND")
-    for kind, (help_text, func) in IMPORTERS.items():
-        p = kinds.add_parser(kind, help=help_text)
-        p.add_argument("folder", metavar="DIR", help="checkpoint folder")
-        p.add_argument("--out", required=True, help="aiayn model folder to write")
-        p.set_defaults(func=func)
-
     emb = sub.add_parser("embed", help="sentence embeddings (mean-pooled, normalised)")
     emb.add_argument("--model", required=True, metavar="DIR")
     device_options(emb, precision=False)
@@ -76,35 +65,6 @@ def register(sub) -> None:
     how.add_argument("--json", action="store_true", help="print [{text, embedding}, ...] as JSON")
     how.add_argument("--similarity", action="store_true", help="print the cosine similarity matrix")
     emb.set_defaults(func=_embed)
-
-
-def _import_bert(args: argparse.Namespace) -> int:
-    from aiayn.tasks.text_classification import import_hf_bert
-
-    enc = import_hf_bert(args.folder, args.out)
-    cfg = enc.model.config
-    print(f"imported {args.folder}: {enc.model.num_parameters():,} parameters ({cfg.n_layers} layers, "
-          f"d_model {cfg.d_model}, vocabulary {cfg.vocab_size}) into {args.out}")
-    return 0
-
-
-def _import_vit(args: argparse.Namespace) -> int:
-    from aiayn.convert.hf_vit import load_hf_folder
-    from aiayn.tasks.image_classification import ImageClassifier
-
-    model = load_hf_folder(args.folder)
-    ImageClassifier(model, [str(i) for i in range(model.config.n_classes)], "RGB"
-                    if model.config.channels == 3 else "L", meta={"source": args.folder}).save(args.out)
-    print(f"imported {args.folder}: {model.num_parameters():,} parameters into {args.out}")
-    return 0
-
-
-# kind -> (help, function). Other families add their converters here (e.g. "hf-gpt2").
-IMPORTERS = {
-    "hf-bert": ("BERT-architecture folder (e.g. all-MiniLM-L6-v2) -> encoder model", _import_bert),
-    "hf-vit": ("ViT folder (transformers ViTModel / ViTForImageClassification) -> vit model",
-               _import_vit),
-}
 
 
 def _data_options(p: argparse.ArgumentParser) -> None:

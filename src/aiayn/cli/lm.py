@@ -134,7 +134,8 @@ def _eval(args: argparse.Namespace) -> int:
                             "score files with --text FILE...")
         docs, what = splits[split], f"the {split} split"
     block_len = data.block_len or lm.model.config.max_len
-    r = score_documents(lm.model, lm.tokenizer, docs, block_len, batch_size=args.batch_size)
+    r = score_documents(lm.model, lm.tokenizer, docs, block_len, batch_size=args.batch_size,
+                        special=lm.special)
     print(f"{what}: loss {r['loss']:.4f} nats/token, perplexity {r['perplexity']:.2f}, "
           f"{r['bits_per_byte']:.4f} bits/byte ({r['tokens']:,} tokens, {r['bytes']:,} bytes)")
     return 0

@@ -23,6 +23,7 @@ from typing import Any
 from torch import Tensor, nn
 
 from aiayn.data.special import BOS, BOS_TOKEN, EOS, EOS_TOKEN, PAD, PAD_TOKEN, UNK_TOKEN
+from aiayn.data.tokenizer import Tokenizer
 from aiayn.errors import UserError
 from aiayn.families import FAMILIES, LANGUAGE_MODEL, TRANSLATION
 from aiayn.folder import TOKENIZER_FILE, atomic_write, atomic_write_text, load_model
@@ -31,9 +32,7 @@ from aiayn.folder import TOKENIZER_FILE, atomic_write, atomic_write_text, load_m
 def _gpt2(model: nn.Module) -> tuple[dict[str, Any], dict[str, Tensor]]:
     from aiayn.convert.hf_gpt2 import config_to_hf, to_hf_state_dict
 
-    config = config_to_hf(model.config)
-    config.update(bos_token_id=BOS, eos_token_id=EOS, pad_token_id=PAD)
-    return config, to_hf_state_dict(model)
+    return config_to_hf(model.config), to_hf_state_dict(model)
 
 
 def _marian(model: nn.Module) -> tuple[dict[str, Any], dict[str, Tensor]]:
@@ -65,6 +64,10 @@ def export_hf(folder: str | Path, out: str | Path) -> str:
         raise UserError(f"{folder}: {what} has no Hugging Face export yet (exported: {known})")
     architecture, convert = EXPORTERS[family]
     config, state = convert(model)
+    # The special ids: aiayn's (data/special.py), or an imported model's own (GPT-2's one
+    # <|endoftext|>), which config.json's special_ids records.
+    ids = {"bos": BOS, "eos": EOS, "pad": PAD, **meta.get("special_ids", {})}
+    config.update({f"{k}_token_id": v for k, v in ids.items() if k != "unk" and v is not None})
     config["aiayn"] = {"exported_from": str(folder), "family": family}
     tokenizer = folder / TOKENIZER_FILE
     if not tokenizer.is_file():
@@ -83,8 +86,12 @@ def export_hf(folder: str | Path, out: str | Path) -> str:
         generation["num_beams"] = 4
     atomic_write_text(out / "generation_config.json", json.dumps(generation, indent=2) + "\n")
     atomic_write_text(out / TOKENIZER_FILE, tokenizer.read_text(encoding="utf-8"))
-    special = {"pad_token": PAD_TOKEN, "bos_token": BOS_TOKEN, "eos_token": EOS_TOKEN,
-               "unk_token": UNK_TOKEN}
+    if "special_ids" in meta:  # the token strings of an imported model's own ids
+        tok = Tokenizer.load(folder, check_specials=False)
+        special = {f"{k}_token": tok.id_to_token(i) for k, i in ids.items() if i is not None}
+    else:
+        special = {"pad_token": PAD_TOKEN, "bos_token": BOS_TOKEN, "eos_token": EOS_TOKEN,
+                   "unk_token": UNK_TOKEN}
     atomic_write_text(out / "special_tokens_map.json", json.dumps(special, indent=2) + "\n")
     tokenizer_config = {"tokenizer_class": "PreTrainedTokenizerFast",
                         "model_max_length": getattr(model.config, "max_len", None), **special}

@@ -172,6 +172,35 @@ def load_hf_folder(folder: str | Path) -> DecoderLM:
     return model.eval()
 
 
+def read_tokenizer(folder: str | Path) -> Any:
+    """The `tokenizers` Tokenizer of a GPT-2 folder: its tokenizer.json, or the byte-level BPE
+    of vocab.json + merges.txt (the original GPT-2 files)."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+
+    folder = Path(folder)
+    try:
+        if (folder / "tokenizer.json").is_file():
+            return Tokenizer.from_file(str(folder / "tokenizer.json"))
+        vocab, merges = folder / "vocab.json", folder / "merges.txt"
+        if vocab.is_file() and merges.is_file():
+            tok = Tokenizer(models.BPE.from_file(str(vocab), str(merges)))
+            tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+            tok.decoder = decoders.ByteLevel()
+            return tok
+    except Exception as e:  # tokenizers raises its own exception types
+        raise UserError(f"{folder}: unreadable tokenizer files ({e})") from None
+    raise UserError(f"{folder}: no tokenizer.json (or vocab.json + merges.txt): a GPT-2 folder "
+                    "needs its tokenizer")
+
+
+def special_ids(hf_config: Mapping[str, Any]) -> dict[str, int | None]:
+    """GPT-2's special ids: one <|endoftext|> (50256) begins and ends a text and pads."""
+    eos = hf_config.get("eos_token_id", 50256)
+    bos = hf_config.get("bos_token_id", eos)
+    pad = hf_config.get("pad_token_id")
+    return {"bos": bos, "eos": eos, "pad": eos if pad is None else pad, "unk": None}
+
+
 def _load(model: DecoderLM, state: dict[str, Tensor]) -> None:
     missing, unexpected = model.load_state_dict(state, strict=False)
     missing = [m for m in missing if not (m == "output.weight" and model.config.tie_embeddings)]

@@ -124,10 +124,11 @@ def hold_out_tail(docs: Sequence[Document], frac: float) -> tuple[list[Document]
     return train, valid
 
 
-def doc_tokens(tokenizer: Tokenizer, docs: Sequence[Document]) -> list[Tensor]:
+def doc_tokens(tokenizer: Tokenizer, docs: Sequence[Document], bos: int = BOS,
+               eos: int = EOS) -> list[Tensor]:
     """<s> text </s> of each document, as 1-D LongTensors."""
     ids = tokenizer.encode_batch([text for _, text in docs])
-    return [torch.tensor([BOS, *d, EOS], dtype=torch.long) for d in ids]
+    return [torch.tensor([bos, *d, eos], dtype=torch.long) for d in ids]
 
 
 # -- batches -------------------------------------------------------------------------------------
@@ -195,11 +196,14 @@ def score_tokens(model, tokens: Tensor, block_len: int, batch_size: int = 8) -> 
 
 
 def score_documents(model, tokenizer: Tokenizer, docs: Sequence[Document], block_len: int,
-                    max_tokens: int = 0, batch_size: int = 8) -> dict[str, float]:
+                    max_tokens: int = 0, batch_size: int = 8,
+                    special: dict[str, int | None] | None = None) -> dict[str, float]:
     """Loss, perplexity and bits per UTF-8 byte of documents (the first ones reaching max_tokens,
     when set). Bits per byte = summed NLL / ln 2 / bytes: comparable across tokenizers."""
     chosen, total = [], 0
-    for doc, ids in zip(docs, doc_tokens(tokenizer, docs), strict=True):
+    special = special or DEFAULT_SPECIAL
+    for doc, ids in zip(docs, doc_tokens(tokenizer, docs, special["bos"], special["eos"]),
+                        strict=True):
         if max_tokens and total >= max_tokens:
             break
         chosen.append((doc, ids))
@@ -214,6 +218,11 @@ def score_documents(model, tokenizer: Tokenizer, docs: Sequence[Document], block
 
 # -- the user-facing object -------------------------------------------------------------------
 
+# The special ids of a model trained here (data/special.py); an imported model (GPT-2: one
+# <|endoftext|> for all of them, no unknown token) keeps its own in config.json's special_ids.
+DEFAULT_SPECIAL: dict[str, int | None] = {"bos": BOS, "eos": EOS, "pad": PAD, "unk": UNK}
+
+
 class LanguageModel:
     """A DecoderLM and its tokenizer, ready to generate and score text."""
 
@@ -223,11 +232,19 @@ class LanguageModel:
         self.tokenizer = tokenizer
         self.device = torch.device(device)
         self.meta = dict(meta or {})
+        self.special = {**DEFAULT_SPECIAL, **self.meta.get("special_ids", {})}
+
+    @property
+    def _banned(self) -> tuple[int, ...]:
+        """Tokens generation never produces: padding, <s> and <unk> (not </s>, even when it
+        shares an id with them, as GPT-2's <|endoftext|> does)."""
+        s = self.special
+        return tuple(i for i in (s["pad"], s["bos"], s["unk"]) if i is not None and i != s["eos"])
 
     @classmethod
     def load(cls, folder: str | Path, device: str | torch.device = "cpu") -> LanguageModel:
         model, meta = load_model(folder, device, expect=FAMILY)
-        tokenizer = Tokenizer.load(folder)
+        tokenizer = Tokenizer.load(folder, check_specials="special_ids" not in meta)
         if tokenizer.vocab_size > model.config.vocab_size:
             raise UserError(f"{folder}: tokenizer has {tokenizer.vocab_size} tokens but the model "
                             f"only {model.config.vocab_size}")
@@ -245,10 +262,11 @@ class LanguageModel:
         temperature 0 is greedy. A piece is held back while it ends in an incomplete character.
         Past the model's max_len the context slides (the last max_len tokens are kept, as in
         nanoGPT). Bad options raise errors here, before the first token is computed."""
-        ids = torch.tensor([[BOS, *self.tokenizer.encode(prompt)]], device=self.device)
+        s = self.special
+        ids = torch.tensor([[s["bos"], *self.tokenizer.encode(prompt)]], device=self.device)
         tokens = stream_tokens(self.model, ids, max_new_tokens, temperature=temperature,
-                               top_k=top_k, top_p=top_p, seed=seed, eos_id=EOS, pad_id=PAD,
-                               banned=(PAD, BOS, UNK), sliding_window=True)
+                               top_k=top_k, top_p=top_p, seed=seed, eos_id=s["eos"],
+                               pad_id=s["pad"], banned=self._banned, sliding_window=True)
         return self._pieces(int(t) for t in tokens)
 
     def generate_batch(self, prompts: Sequence[str], max_new_tokens: int = 100,
@@ -259,12 +277,13 @@ class LanguageModel:
         when greedy). Returns one list of samples per prompt."""
         if num_samples < 1:
             raise ConfigError(f"num_samples={num_samples}: must be a positive integer")
-        rows = [[BOS, *self.tokenizer.encode(p)] for p in prompts for _ in range(num_samples)]
+        s = self.special
+        rows = [[s["bos"], *self.tokenizer.encode(p)] for p in prompts for _ in range(num_samples)]
         if not rows:
             return []
         steps = list(stream_tokens(self.model, rows, max_new_tokens, temperature=temperature,
-                                   top_k=top_k, top_p=top_p, seed=seed, eos_id=EOS, pad_id=PAD,
-                                   banned=(PAD, BOS, UNK), sliding_window=True))
+                                   top_k=top_k, top_p=top_p, seed=seed, eos_id=s["eos"],
+                                   pad_id=s["pad"], banned=self._banned, sliding_window=True))
         new = torch.stack(steps, 1).tolist() if steps else [[] for _ in rows]
         texts = ["".join(self._pieces(iter(r))) for r in new]
         return [texts[i:i + num_samples] for i in range(0, len(texts), num_samples)]
@@ -273,7 +292,7 @@ class LanguageModel:
         out: list[int] = []
         shown = ""
         for token in tokens:
-            if token in (EOS, PAD):  # PAD: the row ended (EOS) while others went on
+            if token in (self.special["eos"], self.special["pad"]):  # pad: the row ended
                 break
             out.append(token)
             text = self.tokenizer.decode(out)
@@ -297,7 +316,30 @@ class LanguageModel:
         docs = [(str(i), t) for i, t in enumerate(texts)]
         trained = self.meta.get("experiment", {}).get("data", {}).get("block_len")
         block_len = block_len or trained or self.model.config.max_len
-        return score_documents(self.model, self.tokenizer, docs, block_len, batch_size=batch_size)
+        return score_documents(self.model, self.tokenizer, docs, block_len, batch_size=batch_size,
+                               special=self.special)
+
+
+def import_hf_gpt2(folder: str | Path, out: str | Path) -> LanguageModel:
+    """A transformers GPT-2 folder (config.json + model.safetensors + its tokenizer) -> an aiayn
+    language-model folder `out` (new or empty), with GPT-2's own special ids. Offline."""
+    from aiayn.convert import read_hf_folder
+    from aiayn.convert.hf_gpt2 import load_hf_folder, read_tokenizer, special_ids
+
+    out = Path(out)
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise UserError(f"{out}: already exists and is not empty; choose a new --out folder")
+    hf_config, _, _ = read_hf_folder(folder, "GPT-2")
+    model = load_hf_folder(folder)
+    tokenizer = Tokenizer(read_tokenizer(folder), check_specials=False)
+    if tokenizer.vocab_size > model.config.vocab_size:
+        raise UserError(f"{folder}: the tokenizer has {tokenizer.vocab_size} tokens but the model "
+                        f"only {model.config.vocab_size}")
+    meta = {"task": "language-modeling", "source": str(folder),
+            "special_ids": special_ids(hf_config)}
+    lm = LanguageModel(model, tokenizer, "cpu", meta)
+    lm.save(out)
+    return lm
 
 
 # -- train ---------------------------------------------------------------------------------------
@@ -369,5 +411,5 @@ def train_lm(exp: Experiment, texts: Sequence[str | Path] = (),
     return trainer.fit(resume=resume)
 
 
-__all__ = ["LMDataConfig", "LanguageModel", "TASK", "block_batches", "experiment", "lm_loss",
-           "score_documents", "score_tokens", "train_lm"]
+__all__ = ["LMDataConfig", "LanguageModel", "TASK", "block_batches", "experiment", "import_hf_gpt2",
+           "lm_loss", "score_documents", "score_tokens", "train_lm"]
