@@ -401,7 +401,7 @@ def test_reading_from_a_terminal_says_what_it_waits_for(trained, monkeypatch, ca
         def isatty(self):
             return True
 
-    monkeypatch.setattr("sys.stdin", Terminal(io.BytesIO("12 3\n".encode())))
+    monkeypatch.setattr("sys.stdin", Terminal(io.BytesIO(b"12 3\n")))
     _, _, model = trained
     assert main(["translate", "--model", str(model)]) == 0
     out, err = capsys.readouterr()

@@ -161,3 +161,19 @@ def test_load_rejects_other_special_ids(tok, tmp_path):
 def test_bad_training_settings(kind, size):
     with pytest.raises(UserError):
         Tokenizer.train(TEXTS, size, kind=kind)
+
+
+def test_byte_level_tokens_are_displayed_as_the_text_they_encode():
+    from tokenizers import ByteLevelBPETokenizer
+
+    hf = ByteLevelBPETokenizer()
+    hf.train_from_iterator(["the fox said café, the fox said olé"] * 20, vocab_size=280)
+    tok = Tokenizer(hf._tokenizer, check_specials=False)
+    ids = tok.encode(" fox café")
+    raw = [tok.id_to_token(i) for i in ids]
+    shown = [tok.display_token(i) for i in ids]
+    assert any(t.startswith("Ġ") for t in raw) and not any("Ġ" in t or "Ã" in t for t in shown)
+    assert "".join(shown) == "▁fox▁café"
+    metaspace = Tokenizer.train(["the fox said café"] * 20, 200)
+    assert [metaspace.display_token(i) for i in metaspace.encode("the fox")] == \
+        [metaspace.id_to_token(i) for i in metaspace.encode("the fox")]

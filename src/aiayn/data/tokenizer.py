@@ -163,11 +163,45 @@ class Tokenizer:
             raise UserError(f"token id {i} is outside the vocabulary (size {self.vocab_size})")
         return token
 
+    def display_token(self, i: int) -> str:
+        """The token as a person reads it, for figures and the explorer: byte-level BPE's
+        stand-in characters ("Ġf", "Ã©") become the text they encode ("▁f", "é"); a leading
+        space is shown as "▁", as in Metaspace tokens. Other tokens as id_to_token."""
+        token = self.id_to_token(i)
+        if not self._byte_level():
+            return token
+        table = _unicode_to_byte()
+        if not all(c in table for c in token):  # a special token (<|endoftext|>)
+            return token
+        text = bytes(table[c] for c in token).decode("utf-8", errors="backslashreplace")
+        return text.replace(" ", "\u2581")
+
+    def _byte_level(self) -> bool:
+        if not hasattr(self, "_is_byte_level"):
+            decoder = json.loads(self.hf.to_str()).get("decoder") or {}
+            self._is_byte_level = decoder.get("type") == "ByteLevel"
+        return self._is_byte_level
+
     def token_to_id(self, token: str) -> int | None:
         return self.hf.token_to_id(token)
 
     def __repr__(self) -> str:
         return f"Tokenizer(kind={type(self.hf.model).__name__.lower()}, vocab_size={self.vocab_size})"
+
+
+def _unicode_to_byte() -> dict[str, int]:
+    """Byte-level BPE's alphabet (GPT-2): each byte is a printable character, the printable
+    ASCII and Latin-1 bytes themselves, the others shifted past 255. Character -> byte."""
+    keep = [*range(ord("!"), ord("~") + 1), *range(ord("\u00a1"), ord("\u00ac") + 1),
+            *range(ord("\u00ae"), ord("\u00ff") + 1)]
+    chars, extra = {}, 0
+    for b in range(256):
+        if b in keep:
+            chars[chr(b)] = b
+        else:
+            chars[chr(256 + extra)] = b
+            extra += 1
+    return chars
 
 
 def _canonical_unigram(hf: HFTokenizer) -> None:

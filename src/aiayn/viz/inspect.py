@@ -97,7 +97,7 @@ class Inspector:
         return self._encode(text.strip())
 
     def _labels(self, ids) -> list[str]:
-        return [self.obj.tokenizer.id_to_token(int(i)) for i in ids]
+        return [self.obj.tokenizer.display_token(int(i)) for i in ids]
 
     @torch.no_grad()
     def _translate(self, text: str, beam: int) -> Inspection:
