@@ -43,11 +43,7 @@ def _export_hf(args: argparse.Namespace) -> int:
 def _import_bert(args: argparse.Namespace) -> int:
     from aiayn.tasks.text_classification import import_hf_bert
 
-    enc = import_hf_bert(args.folder, args.out)
-    cfg = enc.model.config
-    print(f"imported {args.folder}: {enc.model.num_parameters():,} parameters ({cfg.n_layers} layers, "
-          f"d_model {cfg.d_model}, vocabulary {cfg.vocab_size}) into {args.out}")
-    return 0
+    return _imported(args, import_hf_bert(args.folder, args.out).model)
 
 
 def _import_vit(args: argparse.Namespace) -> int:
@@ -64,9 +60,12 @@ def _import_vit(args: argparse.Namespace) -> int:
 def _import_gpt2(args: argparse.Namespace) -> int:
     from aiayn.tasks.language_model import import_hf_gpt2
 
-    lm = import_hf_gpt2(args.folder, args.out)
-    cfg = lm.model.config
-    print(f"imported {args.folder}: {lm.model.num_parameters():,} parameters ({cfg.n_layers} layers, "
+    return _imported(args, import_hf_gpt2(args.folder, args.out).model)
+
+
+def _imported(args: argparse.Namespace, model) -> int:
+    cfg = model.config
+    print(f"imported {args.folder}: {model.num_parameters():,} parameters ({cfg.n_layers} layers, "
           f"d_model {cfg.d_model}, vocabulary {cfg.vocab_size}) into {args.out}")
     return 0
 

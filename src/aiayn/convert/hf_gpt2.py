@@ -66,6 +66,9 @@ def config_from_hf(hf_config: Any) -> DecoderLMConfig:
         tie_embeddings=bool(get("tie_word_embeddings", True)), pad_id=0)
 
 
+# GPT-2's per-layer names -> aiayn's (besides the fused c_attn = q, k, v)
+_LINEARS = {"attn.c_proj": "self_attn.out_proj", "mlp.c_fc": "ffn.w1", "mlp.c_proj": "ffn.w2"}
+_NORMS = {"ln_1": "attn_residual.norm", "ln_2": "ffn_residual.norm"}
 # DecoderLM option -> the value GPT-2 has (and what to set for an exportable model).
 _GPT2_SHAPE = {"positions": "learned", "norm_first": True, "final_norm": True,
                "scale_embeddings": False, "bias": True}
@@ -106,11 +109,10 @@ def to_hf_state_dict(model: DecoderLM) -> dict[str, Tensor]:
         out[dst + "attn.c_attn.weight"] = _linear(torch.cat(qkv, dim=0))  # (3D, D) -> (D, 3D)
         out[dst + "attn.c_attn.bias"] = torch.cat([ours[f"{src}self_attn.{n}_proj.bias"]
                                                    for n in "qkv"])
-        pairs = {"attn.c_proj": "self_attn.out_proj", "mlp.c_fc": "ffn.w1", "mlp.c_proj": "ffn.w2"}
-        for theirs, mine in pairs.items():
+        for theirs, mine in _LINEARS.items():
             out[f"{dst}{theirs}.weight"] = _linear(ours[f"{src}{mine}.weight"])
             out[f"{dst}{theirs}.bias"] = ours[f"{src}{mine}.bias"]
-        for theirs, mine in (("ln_1", "attn_residual.norm"), ("ln_2", "ffn_residual.norm")):
+        for theirs, mine in _NORMS.items():
             for p in ("weight", "bias"):
                 out[f"{dst}{theirs}.{p}"] = ours[f"{src}{mine}.{p}"]
     out["lm_head.weight"] = ours["embed.tokens.weight" if model.config.tie_embeddings
@@ -129,11 +131,10 @@ def _layer(hf: Mapping[str, Tensor], i: int) -> dict[str, Tensor]:
     qb, kb, vb = hf[src + "attn.c_attn.bias"].chunk(3, dim=0)
     for name, w, b in (("q_proj", q, qb), ("k_proj", k, kb), ("v_proj", v, vb)):
         out[f"{dst}self_attn.{name}.weight"], out[f"{dst}self_attn.{name}.bias"] = w, b
-    pairs = {"attn.c_proj": "self_attn.out_proj", "mlp.c_fc": "ffn.w1", "mlp.c_proj": "ffn.w2"}
-    for theirs, ours in pairs.items():
+    for theirs, ours in _LINEARS.items():
         out[f"{dst}{ours}.weight"] = _linear(hf[f"{src}{theirs}.weight"])
         out[f"{dst}{ours}.bias"] = hf[f"{src}{theirs}.bias"]
-    for theirs, ours in (("ln_1", "attn_residual.norm"), ("ln_2", "ffn_residual.norm")):
+    for theirs, ours in _NORMS.items():
         for p in ("weight", "bias"):
             out[f"{dst}{ours}.{p}"] = hf[f"{src}{theirs}.{p}"]
     return out
