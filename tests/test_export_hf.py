@@ -64,15 +64,46 @@ def test_a_language_model_gpt2_cannot_express_is_refused_naming_the_option(tmp_p
 
 
 def test_a_family_without_an_export_is_refused_and_nothing_is_written(tmp_path, capsys):
-    assert main(["vit", "train", "tiny", "train.max_steps=2", "train.progress=false",
-                 "train.tensorboard=false", "train.eval_every=0", "--corpus", "digits", "--out",
-                 str(tmp_path / "vit")]) == 0
+    from test_encoder_cli import _examples, _write_tsv
+
+    train = _write_tsv(tmp_path / "train.tsv", _examples(60, 0))
+    assert main(["classify", "train", "tiny", "model.d_model=32", "model.d_ff=64",
+                 "data.vocab_size=120", "data.mlm_steps=0", "train.max_steps=2",
+                 "train.progress=false", "train.tensorboard=false", "train.eval_every=0",
+                 "--train", str(train), "--out", str(tmp_path / "enc")]) == 0
     capsys.readouterr()
-    assert main(["export", "hf", "--model", str(tmp_path / "vit"), "--out",
+    assert main(["export", "hf", "--model", str(tmp_path / "enc"), "--out",
                  str(tmp_path / "hf")]) == 2
     err = capsys.readouterr().err
-    assert "a vision transformer has no Hugging Face export yet" in err
+    assert "an encoder has no Hugging Face export yet" in err
     assert not (tmp_path / "hf").exists()
+
+
+def test_exported_vit_is_a_vit_classifier_with_the_same_logits(tmp_path, capsys):
+    from PIL import Image
+
+    assert main(["vit", "train", "tiny", "train.max_steps=60", "train.warmup_steps=5", "train.progress=false",
+                 "train.tensorboard=false", "train.eval_every=0", "--corpus", "digits", "--out",
+                 str(tmp_path / "vit")]) == 0
+    assert main(["export", "hf", "--model", str(tmp_path / "vit"), "--out",
+                 str(tmp_path / "hf")]) == 0
+    hf = transformers.AutoModelForImageClassification.from_pretrained(tmp_path / "hf").eval()
+    assert type(hf).__name__ == "ViTForImageClassification"
+    clf = aiayn.load(tmp_path / "vit")
+    images = torch.rand(5, clf.model.config.channels, clf.model.config.image_size,
+                        clf.model.config.image_size, generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        ours, theirs = clf.model(images), hf(pixel_values=images).logits
+    assert (ours - theirs).abs().max() <= 1e-4 and ours.std() > 0.1
+    assert [hf.config.id2label[i] for i in range(len(clf.classes))] == clf.classes
+    # the image processor feeds the model what aiayn feeds it: an image scaled to [0, 1]
+    size = clf.model.config.image_size
+    pixels = (torch.arange(size * size) * 7 % 256).reshape(size, size).to(torch.uint8)
+    path = tmp_path / "digit.png"
+    Image.fromarray(pixels.numpy(), mode="L").save(path)
+    processor = transformers.AutoImageProcessor.from_pretrained(tmp_path / "hf")
+    fed = processor(Image.open(path), return_tensors="pt", input_data_format="channels_last")
+    assert torch.allclose(fed["pixel_values"][0, :1], pixels.float()[None] / 255, atol=1e-6)
 
 
 @pytest.fixture(scope="module")

@@ -9,8 +9,9 @@ special_tokens_map.json naming the special tokens), so `AutoModelForCausalLM` an
 an option the HF architecture does not have is refused with the option named; nothing
 approximate is written.
 
-    transformer (translation)  -> MarianMTModel        (convert/hf_marian.py)
-    decoder_lm (GPT-2-shaped)  -> GPT2LMHeadModel      (convert/hf_gpt2.py)
+    transformer (translation)  -> MarianMTModel               (convert/hf_marian.py)
+    decoder_lm (GPT-2-shaped)  -> GPT2LMHeadModel             (convert/hf_gpt2.py)
+    vit (with a head)          -> ViTForImageClassification   (convert/hf_vit.py)
 """
 
 from __future__ import annotations
@@ -25,26 +26,34 @@ from torch import Tensor, nn
 from aiayn.data.special import BOS, BOS_TOKEN, EOS, EOS_TOKEN, PAD, PAD_TOKEN, UNK_TOKEN
 from aiayn.data.tokenizer import Tokenizer
 from aiayn.errors import UserError
-from aiayn.families import FAMILIES, LANGUAGE_MODEL, TRANSLATION
+from aiayn.families import FAMILIES, LANGUAGE_MODEL, TRANSLATION, VIT
 from aiayn.folder import TOKENIZER_FILE, atomic_write, atomic_write_text, load_model
 
 
-def _gpt2(model: nn.Module) -> tuple[dict[str, Any], dict[str, Tensor]]:
+def _gpt2(model: nn.Module, meta: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Tensor]]:
     from aiayn.convert.hf_gpt2 import config_to_hf, to_hf_state_dict
 
     return config_to_hf(model.config), to_hf_state_dict(model)
 
 
-def _marian(model: nn.Module) -> tuple[dict[str, Any], dict[str, Tensor]]:
+def _marian(model: nn.Module, meta: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Tensor]]:
     from aiayn.convert.hf_marian import config_to_hf, to_hf_state_dict
 
     return config_to_hf(model.config), to_hf_state_dict(model)
 
 
+def _vit(model: nn.Module, meta: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Tensor]]:
+    from aiayn.convert.hf_vit import config_to_hf, to_hf_state_dict
+
+    return config_to_hf(model.config, list(meta.get("classes", []))), to_hf_state_dict(model)
+
+
 # family -> (HF architecture, its converter)
-EXPORTERS: dict[str, tuple[str, Callable[[nn.Module], tuple[dict[str, Any], dict[str, Tensor]]]]] = {
+Converter = Callable[[nn.Module, dict[str, Any]], tuple[dict[str, Any], dict[str, Tensor]]]
+EXPORTERS: dict[str, tuple[str, Converter]] = {
     TRANSLATION: ("MarianMTModel", _marian),
     LANGUAGE_MODEL: ("GPT2LMHeadModel", _gpt2),
+    VIT: ("ViTForImageClassification", _vit),
 }
 
 
@@ -63,21 +72,33 @@ def export_hf(folder: str | Path, out: str | Path) -> str:
         known = ", ".join(f"{FAMILIES[f].what} -> {arch}" for f, (arch, _) in EXPORTERS.items())
         raise UserError(f"{folder}: {what} has no Hugging Face export yet (exported: {known})")
     architecture, convert = EXPORTERS[family]
-    config, state = convert(model)
+    config, state = convert(model, meta)
+    config["aiayn"] = {"exported_from": str(folder), "family": family}
+    text = family != VIT
     # The special ids: aiayn's (data/special.py), or an imported model's own (GPT-2's one
     # <|endoftext|>), which config.json's special_ids records.
     ids = {"bos": BOS, "eos": EOS, "pad": PAD, **meta.get("special_ids", {})}
-    config.update({f"{k}_token_id": v for k, v in ids.items() if k != "unk" and v is not None})
-    config["aiayn"] = {"exported_from": str(folder), "family": family}
-    tokenizer = folder / TOKENIZER_FILE
-    if not tokenizer.is_file():
-        raise UserError(f"{tokenizer}: not found: the export needs the model's tokenizer")
+    if text:
+        config.update({f"{k}_token_id": v for k, v in ids.items() if k != "unk" and v is not None})
+        if not (folder / TOKENIZER_FILE).is_file():
+            raise UserError(f"{folder / TOKENIZER_FILE}: not found: the export needs the model's "
+                            "tokenizer")
     out.mkdir(parents=True, exist_ok=True)
     atomic_write(out / "model.safetensors",
                  lambda tmp: save_file(state, str(tmp), metadata={"format": "pt"}))
     atomic_write_text(out / "config.json", json.dumps(config, indent=2, sort_keys=True) + "\n")
-    # generate()'s defaults: the token ids, the model's length, and §6.1's beam of 4 for a
-    # translator (HF's length penalty is its own, |Y|^alpha, not aiayn's GNMT default).
+    if text:
+        _write_generation_config(out, config, model, family)
+        _write_tokenizer(folder, out, meta, ids, model)
+    else:
+        _write_image_processor(out, model)
+    return architecture
+
+
+def _write_generation_config(out: Path, config: dict[str, Any], model: nn.Module,
+                             family: str) -> None:
+    """generate()'s defaults: the token ids, the model's length, and §6.1's beam of 4 for a
+    translator (HF's length penalty is its own, |Y|^alpha, not aiayn's GNMT default)."""
     generation = {k: config[k] for k in ("bos_token_id", "eos_token_id", "pad_token_id",
                                           "decoder_start_token_id", "forced_eos_token_id")
                   if k in config}
@@ -85,7 +106,12 @@ def export_hf(folder: str | Path, out: str | Path) -> str:
     if family == TRANSLATION:
         generation["num_beams"] = 4
     atomic_write_text(out / "generation_config.json", json.dumps(generation, indent=2) + "\n")
-    atomic_write_text(out / TOKENIZER_FILE, tokenizer.read_text(encoding="utf-8"))
+
+
+def _write_tokenizer(folder: Path, out: Path, meta: dict[str, Any], ids: dict[str, Any],
+                     model: nn.Module) -> None:
+    """tokenizer.json (aiayn's own file) and the two files naming its special tokens."""
+    atomic_write_text(out / TOKENIZER_FILE, (folder / TOKENIZER_FILE).read_text(encoding="utf-8"))
     if "special_ids" in meta:  # the token strings of an imported model's own ids
         tok = Tokenizer.load(folder, check_specials=False)
         special = {f"{k}_token": tok.id_to_token(i) for k, i in ids.items() if i is not None}
@@ -97,7 +123,18 @@ def export_hf(folder: str | Path, out: str | Path) -> str:
                         "model_max_length": getattr(model.config, "max_len", None), **special}
     atomic_write_text(out / "tokenizer_config.json",
                       json.dumps(tokenizer_config, indent=2, sort_keys=True) + "\n")
-    return architecture
+
+
+def _write_image_processor(out: Path, model: nn.Module) -> None:
+    """A ViTImageProcessor that gives the model what aiayn feeds it: the image resized to the
+    model's size, scaled to [0, 1], not normalised (aiayn's images are never normalised)."""
+    size = model.config.image_size
+    processor = {"image_processor_type": "ViTImageProcessor", "do_resize": True,
+                 "size": {"height": size, "width": size}, "resample": 2, "do_rescale": True,
+                 "rescale_factor": 1 / 255, "do_normalize": False,
+                 "image_mean": [0.0] * model.config.channels,
+                 "image_std": [1.0] * model.config.channels}
+    atomic_write_text(out / "preprocessor_config.json", json.dumps(processor, indent=2) + "\n")
 
 
 __all__ = ["EXPORTERS", "export_hf"]

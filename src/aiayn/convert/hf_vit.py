@@ -1,5 +1,5 @@
 """HF ViT (``transformers``' ViTModel / ViTForImageClassification, or a local checkpoint folder)
--> aiayn VisionTransformer.
+<-> aiayn VisionTransformer (``config_to_hf`` / ``to_hf_state_dict``: ``aiayn export hf``).
 
 ViT's foreign names live only here. Its layers are pre-norm encoder layers:
 
@@ -114,6 +114,54 @@ def _map_name(name: str) -> str | None:
     return None
 
 
+def config_to_hf(config: ViTConfig, classes: list[str]) -> dict[str, Any]:
+    """The ViTConfig of transformers (as config.json) of a VisionTransformer with a head; a
+    UserError naming the option ViT lacks."""
+    if not config.norm_first:
+        raise UserError("model.norm_first=False: ViT is pre-norm, so this model has no exact "
+                        "ViTForImageClassification")
+    if config.n_classes == 0:
+        raise UserError("model.n_classes=0: the model has no classification head to export")
+    hf_act = {v: k for k, v in ACTIVATIONS.items() if k != "gelu_pytorch_tanh"}[config.activation]
+    names = classes if len(classes) == config.n_classes else [str(i) for i in range(config.n_classes)]
+    return {"architectures": ["ViTForImageClassification"], "model_type": "vit",
+            "hidden_size": config.d_model, "num_attention_heads": config.n_heads,
+            "intermediate_size": config.d_ff, "num_hidden_layers": config.n_layers,
+            "hidden_act": hf_act, "hidden_dropout_prob": config.dropout,
+            "attention_probs_dropout_prob": config.attn_dropout,
+            "layer_norm_eps": config.layer_norm_eps, "image_size": config.image_size,
+            "patch_size": config.patch_size, "num_channels": config.channels,
+            "qkv_bias": config.bias, "initializer_range": 0.02,
+            "id2label": {str(i): n for i, n in enumerate(names)},
+            "label2id": {n: i for i, n in enumerate(names)}}
+
+
+def to_hf_state_dict(model: VisionTransformer) -> dict[str, Tensor]:
+    """A VisionTransformer's weights under ViTForImageClassification's checkpoint names."""
+    cfg = model.config
+    out: dict[str, Tensor] = {}
+    names = {v: k for k, v in list(_LAYER.items())[:8]}  # aiayn -> checkpoint-file names
+    for name, tensor in model.state_dict().items():
+        if name == "cls_token":
+            out["vit.embeddings.cls_token"] = tensor
+        elif name == "positions.weight":
+            out["vit.embeddings.position_embeddings"] = tensor[None]  # (N+1, D) -> (1, N+1, D)
+        elif name.startswith("patch_embed.proj."):
+            p = cfg.patch_size
+            if name.endswith("weight"):  # (D, C*P*P) -> the Conv2d kernel (D, C, P, P)
+                tensor = tensor.reshape(cfg.d_model, cfg.channels, p, p)
+            out[f"vit.embeddings.patch_embeddings.projection.{name.rpartition('.')[2]}"] = tensor
+        elif name.startswith("encoder.norm."):
+            out[f"vit.layernorm.{name.rpartition('.')[2]}"] = tensor
+        elif name.startswith("head."):
+            out[f"classifier.{name.rpartition('.')[2]}"] = tensor
+        else:  # encoder.layers.i.<module>.<param>
+            _, _, i, rest = name.split(".", 3)
+            module, _, param = rest.rpartition(".")
+            out[f"vit.encoder.layer.{i}.{names[module]}.{param}"] = tensor
+    return {k: v.detach().float().contiguous().clone() for k, v in out.items()}
+
+
 def _load(model: VisionTransformer, state: dict[str, Tensor], where: str) -> None:
     missing, unexpected = model.load_state_dict(state, strict=False)
     if missing or unexpected:
@@ -142,4 +190,5 @@ def load_hf_folder(folder: str | Path) -> VisionTransformer:
     return model.eval()
 
 
-__all__ = ["config_from_hf", "convert_state_dict", "from_hf", "load_hf_folder"]
+__all__ = ["config_from_hf", "config_to_hf", "convert_state_dict", "from_hf", "load_hf_folder",
+           "to_hf_state_dict"]
