@@ -63,19 +63,67 @@ def test_a_language_model_gpt2_cannot_express_is_refused_naming_the_option(tmp_p
     assert not (tmp_path / "hf").exists()
 
 
-def test_a_family_without_an_export_is_refused_and_nothing_is_written(tmp_path, capsys):
+@pytest.fixture(scope="module")
+def classifier_folder(tmp_path_factory):
+    """A classifier fine-tuned after a few masked-LM steps (out/pretrain holds the MLM model)."""
+    from test_encoder_cli import _examples, _write_tsv
+
+    tmp = tmp_path_factory.mktemp("export_enc")
+    train = _write_tsv(tmp / "train.tsv", _examples(80, 0))
+    assert main(["classify", "train", "tiny", "model.d_model=32", "model.d_ff=64",
+                 "data.vocab_size=120", "data.mlm_steps=20", "train.max_steps=40",
+                 "train.lr=3e-3", "train.warmup_steps=5", "train.progress=false",
+                 "train.tensorboard=false", "train.eval_every=0", "--train", str(train),
+                 "--out", str(tmp / "enc")]) == 0
+    return tmp / "enc"
+
+
+def test_exported_classifier_is_a_bert_with_the_same_tokens_and_logits(classifier_folder,
+                                                                         tmp_path):
+    out = tmp_path / "hf"
+    assert main(["export", "hf", "--model", str(classifier_folder), "--out", str(out)]) == 0
+    hf = transformers.AutoModelForSequenceClassification.from_pretrained(out).eval()
+    hf_tok = transformers.AutoTokenizer.from_pretrained(out)
+    assert type(hf).__name__ == "BertForSequenceClassification"
+    enc = aiayn.load(classifier_folder)
+    texts = ["my ocean is big", "the old tomato", "a"]
+    batch = hf_tok(texts, padding=True, return_tensors="pt")
+    assert batch["input_ids"].tolist() == enc.batch(texts).tolist()  # [CLS] ... [SEP], padded
+    with torch.no_grad():
+        ours = enc.model.classify(enc.batch(texts))
+        theirs = hf(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits
+    assert (ours - theirs).abs().max() <= 1e-4 and ours.std() > 0.01
+    assert [hf.config.id2label[i] for i in range(len(enc.labels))] == enc.labels
+
+
+def test_exported_masked_lm_is_a_bert_for_masked_lm_that_knows_its_mask(classifier_folder,
+                                                                       tmp_path):
+    out = tmp_path / "hf"
+    assert main(["export", "hf", "--model", str(classifier_folder / "pretrain"), "--out",
+                 str(out)]) == 0
+    hf = transformers.AutoModelForMaskedLM.from_pretrained(out).eval()
+    hf_tok = transformers.AutoTokenizer.from_pretrained(out)
+    enc = aiayn.load(classifier_folder / "pretrain")
+    assert hf_tok.mask_token == "[MASK]" and hf_tok.mask_token_id == enc.special["mask"]
+    ids = hf_tok(["my [MASK] is big"], return_tensors="pt")["input_ids"]
+    assert enc.special["mask"] in ids[0].tolist()
+    with torch.no_grad():
+        assert (enc.model.mlm_logits(ids) - hf(input_ids=ids).logits).abs().max() <= 1e-4
+
+
+def test_an_encoder_bert_cannot_express_is_refused_naming_the_option(tmp_path, capsys):
     from test_encoder_cli import _examples, _write_tsv
 
     train = _write_tsv(tmp_path / "train.tsv", _examples(60, 0))
     assert main(["classify", "train", "tiny", "model.d_model=32", "model.d_ff=64",
-                 "data.vocab_size=120", "data.mlm_steps=0", "train.max_steps=2",
-                 "train.progress=false", "train.tensorboard=false", "train.eval_every=0",
-                 "--train", str(train), "--out", str(tmp_path / "enc")]) == 0
+                 "model.pool=mean", "data.vocab_size=120", "data.mlm_steps=0",
+                 "train.max_steps=2", "train.progress=false", "train.tensorboard=false",
+                 "train.eval_every=0", "--train", str(train), "--out", str(tmp_path / "enc")]) == 0
     capsys.readouterr()
     assert main(["export", "hf", "--model", str(tmp_path / "enc"), "--out",
                  str(tmp_path / "hf")]) == 2
     err = capsys.readouterr().err
-    assert "an encoder has no Hugging Face export yet" in err
+    assert err.count("\n") == 1 and "model.pool='mean': BERT has pool='cls'" in err
     assert not (tmp_path / "hf").exists()
 
 

@@ -26,7 +26,7 @@ def register(sub) -> None:
     hf = kinds.add_parser("hf", help="Hugging Face transformers folder (config.json, "
                           "model.safetensors, tokenizer): a translation model -> MarianMTModel, a "
                           "GPT-2-shaped language model -> GPT2LMHeadModel, a ViT -> "
-                          "ViTForImageClassification")
+                          "ViTForImageClassification, an encoder -> BERT")
     hf.add_argument("--model", required=True, metavar="DIR", help="aiayn model folder")
     hf.add_argument("--out", required=True, metavar="HFDIR", help="folder to write (new or empty)")
     hf.set_defaults(func=_export_hf)

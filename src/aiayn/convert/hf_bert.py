@@ -1,5 +1,6 @@
 """HF BERT (``transformers``' BertModel / BertForMaskedLM / BertForSequenceClassification, or a
-local checkpoint folder such as all-MiniLM-L6-v2) -> aiayn EncoderModel.
+local checkpoint folder such as all-MiniLM-L6-v2) <-> aiayn EncoderModel (``config_to_hf`` /
+``to_hf_state_dict``: ``aiayn export hf``).
 
 BERT's foreign names live only here. Its layers are the paper's post-norm encoder layers, so every
 parameter has an aiayn counterpart:
@@ -128,6 +129,70 @@ def _map_name(name: str) -> str | None:
     return None
 
 
+# EncoderConfig option -> BERT's value
+_BERT_SHAPE = {"norm_first": False, "embedding_norm": True, "pool": "cls", "bias": True}
+
+
+def architecture(config: EncoderConfig) -> str:
+    """The transformers class an encoder exports as: with a classifier, a masked-LM head, or
+    neither."""
+    return "BertForSequenceClassification" if config.n_labels else \
+        "BertForMaskedLM" if config.mlm_head else "BertModel"
+
+
+def config_to_hf(config: EncoderConfig, labels: list[str]) -> dict[str, Any]:
+    """The BertConfig (as config.json) of an encoder; a UserError naming the option BERT lacks."""
+    for key, value in _BERT_SHAPE.items():
+        if getattr(config, key) != value:
+            raise UserError(f"model.{key}={getattr(config, key)!r}: BERT has {key}={value!r}, so "
+                            "this encoder has no exact BERT model")
+    if config.type_vocab_size == 0:
+        raise UserError("model.type_vocab_size=0: BERT always has segment embeddings")
+    if config.n_labels and not config.pooler:
+        raise UserError("model.pooler=False: BertForSequenceClassification reads its pooler")
+    hf_act = {"gelu": "gelu", "gelu_tanh": "gelu_new", "relu": "relu"}[config.activation]
+    out = {"architectures": [architecture(config)], "model_type": "bert",
+           "vocab_size": config.vocab_size, "hidden_size": config.d_model,
+           "num_attention_heads": config.n_heads, "intermediate_size": config.d_ff,
+           "num_hidden_layers": config.n_layers, "max_position_embeddings": config.max_len,
+           "type_vocab_size": config.type_vocab_size, "hidden_act": hf_act,
+           "hidden_dropout_prob": config.dropout,
+           "attention_probs_dropout_prob": config.attn_dropout,
+           "layer_norm_eps": config.layer_norm_eps, "pad_token_id": config.pad_id,
+           "position_embedding_type": "absolute", "initializer_range": 0.02}
+    if config.n_labels:
+        names = labels if len(labels) == config.n_labels else [str(i) for i in range(config.n_labels)]
+        out["id2label"] = {str(i): n for i, n in enumerate(names)}
+        out["label2id"] = {n: i for i, n in enumerate(names)}
+    return out
+
+
+def to_hf_state_dict(model: EncoderModel) -> dict[str, Tensor]:
+    """An EncoderModel's weights under the names of its transformers class (architecture())."""
+    prefix = "" if architecture(model.config) == "BertModel" else "bert."
+    top = {v: k for k, v in _TOP.items()}
+    layer = {v: k for k, v in _LAYER.items()}
+    out: dict[str, Tensor] = {}
+    for name, tensor in model.state_dict().items():
+        module, _, param = name.rpartition(".")
+        if name == "mlm.output.weight":  # tied to the token embeddings, as BERT's decoder is
+            out["cls.predictions.decoder.weight"] = tensor
+        elif name == "mlm.output.bias":
+            out["cls.predictions.bias"] = tensor
+        elif module in top:
+            theirs = top[module]
+            outside = theirs.startswith(("cls.", "classifier"))  # heads sit outside bert.
+            out[f"{'' if outside else prefix}{theirs}.{param}"] = tensor
+        elif module.startswith("encoder.layers."):
+            _, _, i, sub = module.split(".", 3)
+            out[f"{prefix}encoder.layer.{i}.{layer[sub]}.{param}"] = tensor
+        else:
+            raise UserError(f"encoder parameter {name!r} has no BERT counterpart")
+    if architecture(model.config) != "BertForMaskedLM":  # the only one with the masked-LM head
+        out = {k: v for k, v in out.items() if not k.startswith("cls.")}
+    return {k: v.detach().float().contiguous().clone() for k, v in out.items()}
+
+
 def load_state(model: EncoderModel, state: dict[str, Tensor], where: str = "BERT weights") -> None:
     """Load a converted state dict, requiring every parameter (but the tied projection)."""
     missing, unexpected = model.load_state_dict(state, strict=False)
@@ -161,7 +226,8 @@ def load_hf_folder(folder: str | Path) -> tuple[EncoderModel, dict[str, Any]]:
     return model.eval(), hf_config
 
 
-__all__ = ["config_from_hf", "convert_state_dict", "from_hf", "load_hf_folder", "load_state"]
+__all__ = ["architecture", "config_from_hf", "config_to_hf", "convert_state_dict", "from_hf",
+           "load_hf_folder", "load_state", "to_hf_state_dict"]
 
 
 def sentence_transformers_max_len(folder: Path) -> int | None:

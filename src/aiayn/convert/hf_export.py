@@ -12,6 +12,8 @@ approximate is written.
     transformer (translation)  -> MarianMTModel               (convert/hf_marian.py)
     decoder_lm (GPT-2-shaped)  -> GPT2LMHeadModel             (convert/hf_gpt2.py)
     vit (with a head)          -> ViTForImageClassification   (convert/hf_vit.py)
+    encoder (BERT-shaped)      -> BertForSequenceClassification, BertForMaskedLM or BertModel
+                                                              (convert/hf_bert.py)
 """
 
 from __future__ import annotations
@@ -24,9 +26,8 @@ from typing import Any
 from torch import Tensor, nn
 
 from aiayn.data.special import BOS, BOS_TOKEN, EOS, EOS_TOKEN, PAD, PAD_TOKEN, UNK_TOKEN
-from aiayn.data.tokenizer import Tokenizer
 from aiayn.errors import UserError
-from aiayn.families import FAMILIES, LANGUAGE_MODEL, TRANSLATION, VIT
+from aiayn.families import ENCODER, FAMILIES, LANGUAGE_MODEL, TRANSLATION, VIT
 from aiayn.folder import TOKENIZER_FILE, atomic_write, atomic_write_text, load_model
 
 
@@ -42,6 +43,12 @@ def _marian(model: nn.Module, meta: dict[str, Any]) -> tuple[dict[str, Any], dic
     return config_to_hf(model.config), to_hf_state_dict(model)
 
 
+def _bert(model: nn.Module, meta: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Tensor]]:
+    from aiayn.convert.hf_bert import config_to_hf, to_hf_state_dict
+
+    return config_to_hf(model.config, list(meta.get("labels", []))), to_hf_state_dict(model)
+
+
 def _vit(model: nn.Module, meta: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Tensor]]:
     from aiayn.convert.hf_vit import config_to_hf, to_hf_state_dict
 
@@ -54,6 +61,7 @@ EXPORTERS: dict[str, tuple[str, Converter]] = {
     TRANSLATION: ("MarianMTModel", _marian),
     LANGUAGE_MODEL: ("GPT2LMHeadModel", _gpt2),
     VIT: ("ViTForImageClassification", _vit),
+    ENCODER: ("BERT", _bert),
 }
 
 
@@ -73,13 +81,17 @@ def export_hf(folder: str | Path, out: str | Path) -> str:
         raise UserError(f"{folder}: {what} has no Hugging Face export yet (exported: {known})")
     architecture, convert = EXPORTERS[family]
     config, state = convert(model, meta)
+    architecture = config["architectures"][0]
     config["aiayn"] = {"exported_from": str(folder), "family": family}
     text = family != VIT
     # The special ids: aiayn's (data/special.py), or an imported model's own (GPT-2's one
     # <|endoftext|>), which config.json's special_ids records.
     ids = {"bos": BOS, "eos": EOS, "pad": PAD, **meta.get("special_ids", {})}
-    if text:
+    if family == ENCODER:  # BERT's own special tokens ([CLS] = <s>, [SEP] = </s>, [MASK])
+        ids = dict(meta.get("special_ids", {}))
+    elif text:
         config.update({f"{k}_token_id": v for k, v in ids.items() if k != "unk" and v is not None})
+    if text:
         if not (folder / TOKENIZER_FILE).is_file():
             raise UserError(f"{folder / TOKENIZER_FILE}: not found: the export needs the model's "
                             "tokenizer")
@@ -87,7 +99,9 @@ def export_hf(folder: str | Path, out: str | Path) -> str:
     atomic_write(out / "model.safetensors",
                  lambda tmp: save_file(state, str(tmp), metadata={"format": "pt"}))
     atomic_write_text(out / "config.json", json.dumps(config, indent=2, sort_keys=True) + "\n")
-    if text:
+    if family == ENCODER:
+        _write_tokenizer(folder, out, meta, ids, model, template=True)
+    elif text:
         _write_generation_config(out, config, model, family)
         _write_tokenizer(folder, out, meta, ids, model)
     else:
@@ -109,12 +123,20 @@ def _write_generation_config(out: Path, config: dict[str, Any], model: nn.Module
 
 
 def _write_tokenizer(folder: Path, out: Path, meta: dict[str, Any], ids: dict[str, Any],
-                     model: nn.Module) -> None:
-    """tokenizer.json (aiayn's own file) and the two files naming its special tokens."""
-    atomic_write_text(out / TOKENIZER_FILE, (folder / TOKENIZER_FILE).read_text(encoding="utf-8"))
-    if "special_ids" in meta:  # the token strings of an imported model's own ids
-        tok = Tokenizer.load(folder, check_specials=False)
-        special = {f"{k}_token": tok.id_to_token(i) for k, i in ids.items() if i is not None}
+                     model: nn.Module, template: bool = False) -> None:
+    """tokenizer.json (aiayn's own file) and the two files naming its special tokens. With
+    `template` (an encoder) the tokenizer also adds [CLS] ... [SEP] as TextEncoder does, and
+    knows the [MASK] id the masked LM added past its vocabulary."""
+    text = (folder / TOKENIZER_FILE).read_text(encoding="utf-8")
+    if template:
+        text = _with_cls_sep_mask(text, ids)
+    atomic_write_text(out / TOKENIZER_FILE, text)
+    if "special_ids" in meta:  # the token strings of the model's own ids
+        from tokenizers import Tokenizer as HFTokenizer
+
+        hf = HFTokenizer.from_str(text)
+        special = {f"{k}_token": hf.id_to_token(i) for k, i in ids.items()
+                   if i is not None and hf.id_to_token(i) is not None}
     else:
         special = {"pad_token": PAD_TOKEN, "bos_token": BOS_TOKEN, "eos_token": EOS_TOKEN,
                    "unk_token": UNK_TOKEN}
@@ -123,6 +145,22 @@ def _write_tokenizer(folder: Path, out: Path, meta: dict[str, Any], ids: dict[st
                         "model_max_length": getattr(model.config, "max_len", None), **special}
     atomic_write_text(out / "tokenizer_config.json",
                       json.dumps(tokenizer_config, indent=2, sort_keys=True) + "\n")
+
+
+def _with_cls_sep_mask(text: str, ids: dict[str, int]) -> str:
+    """The tokenizer JSON `text` with a [MASK] token at ids["mask"] (when it lies just past the
+    vocabulary, where the masked LM put it) and a post-processor adding [CLS] / [SEP]."""
+    from tokenizers import AddedToken, processors
+    from tokenizers import Tokenizer as HFTokenizer
+
+    hf = HFTokenizer.from_str(text)
+    if "mask" in ids and ids["mask"] == hf.get_vocab_size(with_added_tokens=True):
+        hf.add_special_tokens([AddedToken("[MASK]", special=True)])
+    cls, sep = hf.id_to_token(ids["cls"]), hf.id_to_token(ids["sep"])
+    hf.post_processor = processors.TemplateProcessing(
+        single=f"{cls} $A {sep}", pair=f"{cls} $A {sep} $B:1 {sep}:1",
+        special_tokens=[(cls, ids["cls"]), (sep, ids["sep"])])
+    return hf.to_str()
 
 
 def _write_image_processor(out: Path, model: nn.Module) -> None:
