@@ -239,6 +239,12 @@ def test_imported_gpt2_computes_what_transformers_computes_and_exports_back(
                                 do_sample=False, pad_token_id=eot)
     new = [t for t in hf_greedy[0, ids.shape[1]:].tolist() if t != eot]
     assert lm.generate(text, max_new_tokens=12, temperature=0.0) == lm.tokenizer.decode(new)
+    # the explorer's view of it starts from <|endoftext|> too, and continues the same way
+    from aiayn.viz.inspect import Inspector
+
+    seen = Inspector.load(out).run(text, max_new_tokens=12)
+    assert seen.output == lm.tokenizer.decode(new)
+    assert seen.labels["tokens"][0] == "<|endoftext|>"
     # lm eval scores <|endoftext|> text <|endoftext|>, as GPT-2 sees a document
     doc = torch.tensor([[eot, *lm.tokenizer.encode(text), eot]])
     with torch.no_grad():

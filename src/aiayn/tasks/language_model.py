@@ -235,7 +235,7 @@ class LanguageModel:
         self.special = {**DEFAULT_SPECIAL, **self.meta.get("special_ids", {})}
 
     @property
-    def _banned(self) -> tuple[int, ...]:
+    def banned(self) -> tuple[int, ...]:
         """Tokens generation never produces: padding, <s> and <unk> (not </s>, even when it
         shares an id with them, as GPT-2's <|endoftext|> does)."""
         s = self.special
@@ -266,7 +266,7 @@ class LanguageModel:
         ids = torch.tensor([[s["bos"], *self.tokenizer.encode(prompt)]], device=self.device)
         tokens = stream_tokens(self.model, ids, max_new_tokens, temperature=temperature,
                                top_k=top_k, top_p=top_p, seed=seed, eos_id=s["eos"],
-                               pad_id=s["pad"], banned=self._banned, sliding_window=True)
+                               pad_id=s["pad"], banned=self.banned, sliding_window=True)
         return self._pieces(int(t) for t in tokens)
 
     def generate_batch(self, prompts: Sequence[str], max_new_tokens: int = 100,
@@ -283,7 +283,7 @@ class LanguageModel:
             return []
         steps = list(stream_tokens(self.model, rows, max_new_tokens, temperature=temperature,
                                    top_k=top_k, top_p=top_p, seed=seed, eos_id=s["eos"],
-                                   pad_id=s["pad"], banned=self._banned, sliding_window=True))
+                                   pad_id=s["pad"], banned=self.banned, sliding_window=True))
         new = torch.stack(steps, 1).tolist() if steps else [[] for _ in rows]
         texts = ["".join(self._pieces(iter(r))) for r in new]
         return [texts[i:i + num_samples] for i in range(0, len(texts), num_samples)]

@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from aiayn.data.special import BOS, BOS_TOKEN, EOS, PAD, UNK
+from aiayn.data.special import BOS, BOS_TOKEN
 from aiayn.errors import UserError
 from aiayn.families import ENCODER, FAMILIES, LANGUAGE_MODEL, TRANSLATION, VIT
 from aiayn.folder import folder_family
@@ -117,14 +117,15 @@ class Inspector:
     def _generate(self, prompt: str, max_new_tokens: int) -> Inspection:
         from aiayn.generation.lm import stream
         lm = self.obj
-        ids = [BOS, *lm.tokenizer.encode(prompt)][: self.max_len]
+        special = lm.special  # an imported GPT-2 has its own (<|endoftext|>)
+        ids = [special["bos"], *lm.tokenizer.encode(prompt)][: self.max_len]
         room = max(0, min(max_new_tokens, self.max_len - len(ids)))
         new: list[int] = []
         if room:
             steps = stream(lm.model, torch.tensor([ids], device=lm.device), room, temperature=0.0,
-                           eos_id=EOS, pad_id=PAD, banned=(PAD, BOS, UNK))
+                           eos_id=special["eos"], pad_id=special["pad"], banned=lm.banned)
             for token in steps:  # greedy: the same continuation every time
-                if int(token) == EOS:
+                if int(token) == special["eos"]:
                     break
                 new.append(int(token))
         seq = ids + new
