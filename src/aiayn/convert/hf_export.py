@@ -1,13 +1,12 @@
 """aiayn model folder -> a Hugging Face `transformers` folder (`aiayn export hf`).
 
 The folder written is what `transformers`' `from_pretrained` reads offline: config.json (the HF
-architecture's own schema), generation_config.json, model.safetensors (its parameter names and
-layouts) and the tokenizer
-(tokenizer.json, the same file aiayn uses, with tokenizer_config.json and
-special_tokens_map.json naming the special tokens), so `AutoModelForCausalLM` and `AutoTokenizer`
-(and what builds on them: pipelines, ONNX export, CTranslate2, TGI) take it as it is. A family or
-an option the HF architecture does not have is refused with the option named; nothing
-approximate is written.
+architecture's own schema), model.safetensors (its parameter names and layouts), and for text
+models generation_config.json and the tokenizer (tokenizer.json, aiayn's own file, with
+tokenizer_config.json and special_tokens_map.json naming its special tokens), for a ViT
+preprocessor_config.json. `AutoModel*`, `AutoTokenizer` and `AutoImageProcessor` (and what builds
+on them: ONNX export, CTranslate2, TGI) take it as it is. An option the HF architecture does not
+have is refused with the option named; nothing approximate is written.
 
     transformer (translation)  -> MarianMTModel               (convert/hf_marian.py)
     decoder_lm (GPT-2-shaped)  -> GPT2LMHeadModel             (convert/hf_gpt2.py)
@@ -55,7 +54,7 @@ def _vit(model: nn.Module, meta: dict[str, Any]) -> tuple[dict[str, Any], dict[s
     return config_to_hf(model.config, list(meta.get("classes", []))), to_hf_state_dict(model)
 
 
-# family -> (HF architecture, its converter)
+# family -> (what it exports as, its converter); the converter's config names the exact class
 Converter = Callable[[nn.Module, dict[str, Any]], tuple[dict[str, Any], dict[str, Tensor]]]
 EXPORTERS: dict[str, tuple[str, Converter]] = {
     TRANSLATION: ("MarianMTModel", _marian),
