@@ -80,6 +80,15 @@ def atomic_write(path: str | Path, write: Callable[[Path], None]) -> None:
         write(tmp)
 
 
+def require_new_folder(out: str | Path) -> Path:
+    """`out` as a Path, after checking it is new or empty (a UserError otherwise): the folder a
+    command that writes a fresh model folder (average, import, export) may fill."""
+    out = Path(out)
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise UserError(f"{out}: already exists and is not empty; choose a new --out folder")
+    return out
+
+
 def checkpoint_path(folder: str | Path, step: int) -> Path:
     return Path(folder) / CHECKPOINT_DIR / f"step_{step:08d}.safetensors"
 

@@ -27,7 +27,13 @@ from torch import Tensor, nn
 from aiayn.data.special import BOS, BOS_TOKEN, EOS, EOS_TOKEN, PAD, PAD_TOKEN, UNK_TOKEN
 from aiayn.errors import UserError
 from aiayn.families import ENCODER, FAMILIES, LANGUAGE_MODEL, TRANSLATION, VIT
-from aiayn.folder import TOKENIZER_FILE, atomic_write, atomic_write_text, load_model
+from aiayn.folder import (
+    TOKENIZER_FILE,
+    atomic_write,
+    atomic_write_text,
+    load_model,
+    require_new_folder,
+)
 
 
 def _gpt2(model: nn.Module, meta: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Tensor]]:
@@ -69,43 +75,35 @@ def export_hf(folder: str | Path, out: str | Path) -> str:
     Returns the HF architecture's name."""
     from safetensors.torch import save_file
 
-    folder, out = Path(folder), Path(out)
-    if out.exists() and (not out.is_dir() or any(out.iterdir())):
-        raise UserError(f"{out}: already exists and is not empty; choose a new --out folder")
+    folder, out = Path(folder), require_new_folder(out)
     model, meta = load_model(folder)
     family = meta.get("family")
     if family not in EXPORTERS:
         what = FAMILIES[family].what if family in FAMILIES else f"family {family!r}"
         known = ", ".join(f"{FAMILIES[f].what} -> {arch}" for f, (arch, _) in EXPORTERS.items())
         raise UserError(f"{folder}: {what} has no Hugging Face export yet (exported: {known})")
-    architecture, convert = EXPORTERS[family]
-    config, state = convert(model, meta)
-    architecture = config["architectures"][0]
+    config, state = EXPORTERS[family][1](model, meta)
     config["aiayn"] = {"exported_from": str(folder), "family": family}
-    text = family != VIT
-    # The special ids: aiayn's (data/special.py), or an imported model's own (GPT-2's one
-    # <|endoftext|>), which config.json's special_ids records.
-    ids = {"bos": BOS, "eos": EOS, "pad": PAD, **meta.get("special_ids", {})}
-    if family == ENCODER:  # BERT's own special tokens ([CLS] = <s>, [SEP] = </s>, [MASK])
+    if family == ENCODER:  # BERT's own special tokens: [CLS] = <s>, [SEP] = </s>, [MASK]
         ids = dict(meta.get("special_ids", {}))
-    elif text:
+    else:  # aiayn's (data/special.py), or an imported model's own (GPT-2's <|endoftext|>)
+        ids = {"bos": BOS, "eos": EOS, "pad": PAD, **meta.get("special_ids", {})}
+    if family in (TRANSLATION, LANGUAGE_MODEL):
         config.update({f"{k}_token_id": v for k, v in ids.items() if k != "unk" and v is not None})
-    if text:
-        if not (folder / TOKENIZER_FILE).is_file():
-            raise UserError(f"{folder / TOKENIZER_FILE}: not found: the export needs the model's "
-                            "tokenizer")
+    if family != VIT and not (folder / TOKENIZER_FILE).is_file():
+        raise UserError(f"{folder / TOKENIZER_FILE}: not found: the export needs the model's "
+                        "tokenizer")
     out.mkdir(parents=True, exist_ok=True)
     atomic_write(out / "model.safetensors",
                  lambda tmp: save_file(state, str(tmp), metadata={"format": "pt"}))
     atomic_write_text(out / "config.json", json.dumps(config, indent=2, sort_keys=True) + "\n")
-    if family == ENCODER:
-        _write_tokenizer(folder, out, meta, ids, model, template=True)
-    elif text:
-        _write_generation_config(out, config, model, family)
-        _write_tokenizer(folder, out, meta, ids, model)
-    else:
+    if family == VIT:
         _write_image_processor(out, model)
-    return architecture
+    else:
+        if family != ENCODER:
+            _write_generation_config(out, config, model, family)
+        _write_tokenizer(folder, out, meta, ids, model, template=family == ENCODER)
+    return config["architectures"][0]
 
 
 def _write_generation_config(out: Path, config: dict[str, Any], model: nn.Module,

@@ -29,6 +29,7 @@ Design choices (documented departures and details):
 
 from __future__ import annotations
 
+import functools
 import json
 import string
 from collections.abc import Iterable, Sequence
@@ -189,6 +190,7 @@ class Tokenizer:
         return f"Tokenizer(kind={type(self.hf.model).__name__.lower()}, vocab_size={self.vocab_size})"
 
 
+@functools.cache
 def _unicode_to_byte() -> dict[str, int]:
     """Byte-level BPE's alphabet (GPT-2): each byte is a printable character, the printable
     ASCII and Latin-1 bytes themselves, the others shifted past 255. Character -> byte."""

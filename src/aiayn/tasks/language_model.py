@@ -32,7 +32,7 @@ from aiayn.data.stdlib_corpus import Document, load_text_corpus
 from aiayn.data.tokenizer import Tokenizer
 from aiayn.errors import ConfigError, UserError
 from aiayn.families import LANGUAGE_MODEL as FAMILY
-from aiayn.folder import load_model, save_model
+from aiayn.folder import load_model, require_new_folder, save_model
 from aiayn.generation.lm import stream as stream_tokens
 from aiayn.models.decoder_lm import DecoderLM
 from aiayn.training import distributed
@@ -326,9 +326,7 @@ def import_hf_gpt2(folder: str | Path, out: str | Path) -> LanguageModel:
     from aiayn.convert import read_hf_folder
     from aiayn.convert.hf_gpt2 import load_hf_folder, read_tokenizer, special_ids
 
-    out = Path(out)
-    if out.exists() and (not out.is_dir() or any(out.iterdir())):
-        raise UserError(f"{out}: already exists and is not empty; choose a new --out folder")
+    out = require_new_folder(out)
     hf_config, _, _ = read_hf_folder(folder, "GPT-2")
     model = load_hf_folder(folder)
     tokenizer = Tokenizer(read_tokenizer(folder), check_specials=False)

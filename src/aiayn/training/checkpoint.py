@@ -32,6 +32,7 @@ from aiayn.folder import (
     list_checkpoints,
     read_meta,
     remove_stale_tmp,
+    require_new_folder,
 )
 
 TRAIN_STATE_FILE = "train_state.pt"
@@ -222,8 +223,7 @@ def average_checkpoints(folder: str | Path, last: int, out: str | Path,
         raise UserError(f"{folder / CHECKPOINT_DIR}: only {len(found)} checkpoints (steps "
                         f"{', '.join(str(s) for s, _ in found)}) for --last {last}; average "
                         f"them with --last {len(found)} (or --allow-fewer)")
-    if out.exists() and (not out.is_dir() or any(out.iterdir())):
-        raise UserError(f"{out}: already exists and is not empty; choose a new --out folder")
+    require_new_folder(out)
     chosen = found[-last:]
     states = []
     for _, path in chosen:

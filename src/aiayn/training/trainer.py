@@ -284,9 +284,7 @@ class Trainer:
         forward/backward of the next batch, with the stream and the RNG put back afterwards."""
         position, saved = self.batches.state_dict(), rng_state()
         self.model.train()
-        batch = self._to_device(next(self.batches))
-        with torch.autocast(self.device.type, dtype=self.autocast, enabled=self.autocast is not None):
-            loss, _, _ = self.loss_fn(self.model, batch)
+        loss, _, _ = self._forward(self._to_device(next(self.batches)))  # self.net: not DDP yet
         loss.backward()
         unused = any(p.requires_grad and p.grad is None for p in self.model.parameters())
         self.model.zero_grad(set_to_none=True)
@@ -321,6 +319,11 @@ class Trainer:
                 self.batches.skip()
         return batch
 
+    def _forward(self, batch: Any) -> tuple[Tensor, int, dict[str, Any]]:
+        """The loss function's (loss, units, sums) of a batch, under the training precision."""
+        with torch.autocast(self.device.type, dtype=self.autocast, enabled=self.autocast is not None):
+            return self.net(batch)
+
     def _to_device(self, batch: Any) -> Any:
         """A batch (a Batch, a tensor, or a tuple of tensors) on the training device; to a GPU
         through page-locked memory, so the copy does not stall the host."""
@@ -342,9 +345,7 @@ class Trainer:
             batch = self._to_device(self._next_batch())
             last = i == self.cfg.accum_steps - 1  # DDP sums gradients across processes once
             with self.net.no_sync() if self.world.active and not last else nullcontext():
-                with torch.autocast(self.device.type, dtype=self.autocast,
-                                    enabled=self.autocast is not None):
-                    loss, n, extra = self.net(batch)
+                loss, n, extra = self._forward(batch)
                 self.scaler.scale(loss).backward()
             total_loss += float(loss.detach())
             total_n += int(n)
