@@ -2,6 +2,7 @@
 
 import hashlib
 import json
+import re
 import os
 import signal
 import subprocess
@@ -407,3 +408,36 @@ def test_reading_from_a_terminal_says_what_it_waits_for(trained, monkeypatch, ca
     out, err = capsys.readouterr()
     assert len(out.splitlines()) == 1
     assert "reading from the terminal, one per line; end with Ctrl-D" in err
+
+
+def test_a_time_budget_gives_the_terminal_bar_a_total_and_a_percentage(tmp_path):
+    """On a terminal under max_minutes, the bar's total is the steps the budget allows at the
+    run's pace (not max_steps, which the budget cuts short), so it shows a percentage and ETA."""
+    import os
+
+    config = write_config(tmp_path, max_steps=1_000_000, max_minutes=0.08, save_every=0,
+                          log_every=1000, progress=True)
+    import fcntl
+    import struct
+    import termios
+
+    leader, follower = os.openpty()  # stderr is a terminal of 40 x 120 characters
+    fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 120, 0, 0))
+    proc = subprocess.Popen([sys.executable, "-m", "aiayn", "train", str(config)],
+                            stdout=subprocess.DEVNULL, stderr=follower)
+    os.close(follower)
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(leader, 4096)
+        except OSError:  # the child closed the terminal
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    assert proc.wait(timeout=300) == 0
+    os.close(leader)
+    err = b"".join(chunks).decode(errors="replace")
+    totals = [int(t) for t in re.findall(r"\| *\d+/(\d+) \[", err)]
+    assert totals and "1000000" not in err
+    assert max(totals) < 1_000_000 and re.search(r"\b\d{1,2}%\|", err)

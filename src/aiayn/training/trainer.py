@@ -229,9 +229,9 @@ class Trainer:
     def _loop(self, log: MetricsLog) -> TrainResult:
         cfg = self.cfg
         start = time.monotonic() - self.elapsed
-        # A time budget ends the run before max_steps, usually: then the bar counts steps only.
         # On a terminal a live bar; in a log file (not a TTY) plain lines instead of one long
-        # line of carriage returns.
+        # line of carriage returns. Under a time budget the bar's total is the steps the budget
+        # allows at this run's pace (re-estimated at every step), when fewer than max_steps.
         self._tty = sys.stderr.isatty()
         bar = tqdm(total=None if cfg.max_minutes else cfg.max_steps, initial=self.step,
                    disable=not (cfg.progress and self._tty and self.world.is_main),
@@ -256,6 +256,8 @@ class Trainer:
                 window["tokens"] += n_tok
                 for k, v in sums.items():
                     window["sums"][k] = window["sums"].get(k, 0.0) + v
+                if cfg.max_minutes is not None:
+                    bar.total = self._expected_steps()
                 bar.update(1)
                 if self.step % cfg.log_every == 0:
                     last = self._log_train(log, bar, window)
@@ -407,6 +409,17 @@ class Trainer:
         budget = cfg.max_minutes * 60
         times = [budget * (1 - cfg.final_checkpoint_spacing * k) for k in range(1, n)]
         return sorted(t for t in times if t > self.elapsed)
+
+    def _expected_steps(self) -> int:
+        """The step this run will end at: max_steps, or sooner where max_minutes runs out first
+        at the pace of this run's steps so far."""
+        done = self.step - self._first_step
+        elapsed = time.monotonic() - self._start
+        if self.cfg.max_minutes is None or done <= 0:
+            return self.cfg.max_steps
+        pace = done / max(elapsed - self.elapsed, 1e-9)  # steps per second in this run
+        left = max(0.0, self.cfg.max_minutes * 60 - elapsed)
+        return min(self.cfg.max_steps, self.step + int(left * pace))
 
     def _time_left(self) -> str:
         """The time the run still needs: by max_minutes, or by the pace of this run's steps."""
