@@ -2,6 +2,7 @@
 
 import random
 
+import numpy as np
 import pytest
 import torch
 
@@ -95,8 +96,21 @@ def test_cross_attention_has_tokens_on_both_axes(translator):
     src_tokens, tgt_tokens, weights = translator.cross_attention("3 1 4")
     cfg = translator.model.config
     assert weights.shape == (cfg.n_decoder_layers, cfg.n_heads, len(tgt_tokens), len(src_tokens))
-    assert tgt_tokens[-1] == "</s>"
+    assert tgt_tokens[0] == "<s>"  # decoder inputs, as `aiayn viz attention` labels them
     torch.testing.assert_close(weights.sum(-1), torch.ones(weights.shape[:-1]))
+
+
+def test_cross_attention_is_what_viz_attention_shows(translator, model_dir):
+    """The demo's attention.png (Translator.cross_attention) and `aiayn viz attention` (the
+    Inspector) label and weigh the rows alike: decoder inputs, <s> first."""
+    from aiayn.viz.inspect import Inspector
+
+    src_tokens, tgt_tokens, weights = translator.cross_attention("3 1 4")
+    cross = next(m for m in Inspector.load(model_dir).run("3 1 4", beam=1).maps
+                 if m.kind == "cross")
+    assert (cross.q_labels, cross.k_labels) == (tgt_tokens, src_tokens)
+    for layer, w in enumerate(cross.layers):
+        np.testing.assert_allclose(w, weights[layer].numpy(), atol=1e-3)  # rounded for JSON
 
 
 def test_bad_options_and_folders_are_user_errors(translator, tmp_path, model_dir):

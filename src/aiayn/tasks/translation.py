@@ -30,7 +30,7 @@ from torch import nn
 from aiayn.config import Config, TransformerConfig, _fail
 from aiayn.data.batching import Batch, collate, pad_ids, token_batches
 from aiayn.data.parallel import Pair, filter_long, read_parallel
-from aiayn.data.special import BOS, EOS, PAD
+from aiayn.data.special import BOS, BOS_TOKEN, EOS, PAD
 from aiayn.data.tokenizer import Tokenizer
 from aiayn.errors import ConfigError, UserError
 from aiayn.families import TRANSLATION as FAMILY
@@ -286,7 +286,8 @@ class Translator:
         by default the model's own greedy translation).
 
         Returns (source tokens, target tokens, weights (n_layers, H, T, S)); the target tokens
-        are the decoder's outputs (the translation's subwords, then </s>).
+        are the decoder's inputs, as `aiayn viz attention` labels them: <s>, then the
+        translation's subwords (§3.1: shifted right; row t is where output token t+1 is chosen).
         """
         if translation is None:
             translation = self.translate([source], beam=1)[0]
@@ -297,8 +298,8 @@ class Translator:
         tgt_in = torch.tensor([[BOS] + tgt_ids], device=self.device)
         _, attn = self.model(src, tgt_in, return_attn=True)
         weights = torch.stack([w[0] for w in attn["cross"]]).float().cpu()  # (L, H, T, S)
-        src_tokens = [tok.id_to_token(i) for i in src_ids]
-        tgt_tokens = [tok.id_to_token(i) for i in tgt_ids] + ["</s>"]
+        src_tokens = [tok.display_token(i) for i in src_ids]
+        tgt_tokens = [BOS_TOKEN] + [tok.display_token(i) for i in tgt_ids]
         return src_tokens, tgt_tokens, weights
 
 
