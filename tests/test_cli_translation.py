@@ -57,6 +57,8 @@ def test_train_writes_a_self_describing_folder(trained):
             "checkpoints", "metrics.jsonl"} <= names
     meta = json.loads((model / "config.json").read_text())
     assert meta["family"] == "transformer" and meta["experiment"]["train"]["max_steps"] == 20
+    first_valid = (model.parent / "valid.src").read_text().splitlines()[0]
+    assert meta["example"] == first_valid  # the explorer opens with it
 
 
 def test_resume_continues_and_only_train_keys_may_change(trained, capsys, tmp_path):

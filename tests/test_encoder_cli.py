@@ -50,12 +50,13 @@ def trained(tmp_path_factory):
 
 
 def test_training_learns_the_task(trained):
-    _, out = trained
+    root, out = trained
     rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert [r for r in rows if "valid_accuracy" in r][-1]["valid_accuracy"] >= 0.95
     meta = json.loads((out / "config.json").read_text())
     assert meta["family"] == "encoder" and meta["labels"] == ["blue", "red"]
     assert meta["model"]["n_labels"] == 2 and meta["special_ids"]["mask"] == meta["model"]["vocab_size"] - 1
+    assert meta["example"] == (root / "valid.tsv").read_text().splitlines()[0].split("\t")[0]
 
 
 def test_masked_lm_pretraining_stage(trained):

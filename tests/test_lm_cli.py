@@ -78,6 +78,7 @@ def test_config_file_with_sections_and_overrides(tmp_path, capsys):
     meta = json.loads((tmp_path / "m" / "config.json").read_text())
     assert meta["model"]["n_layers"] == 1 and meta["model"]["vocab_size"] == 28 + 4  # a pangram: 26 letters, space, newline
     assert meta["experiment"]["data"]["block_len"] == 32
+    assert meta["example"] == "the quick brown fox"  # the explorer's opening prompt
     assert "trained 2 steps" in capsys.readouterr().out
 
 

@@ -45,7 +45,7 @@ def _browser(tmp_path):
 
 @pytest.fixture
 def server(tmp_path):
-    folder = make_translation_folder(tmp_path / "model")
+    folder = make_translation_folder(tmp_path / "model", meta={"example": "the dog sat"})
     with serving(create_app(folder), threads=4) as port:
         yield folder, f"http://127.0.0.1:{port}/"
 
@@ -62,13 +62,21 @@ def test_explorer_in_headless_chromium(server, tmp_path):
         browser.get(url)
         wait = WebDriverWait(browser, 30)
         wait.until(lambda b: "transformer" in b.find_element(By.ID, "model-info").text)
-        browser.find_element(By.ID, "text").send_keys(sentence)
-        browser.find_element(By.ID, "submit").click()
-        wait.until(lambda b: b.find_element(By.ID, "result").is_displayed())
-        assert browser.find_element(By.ID, "output").text == expected.output.strip()
 
         def cells():
             return browser.find_elements(By.CSS_SELECTOR, "#heatmap .cell")
+
+        # The page opens with the folder's example already run, in cells larger than text.
+        wait.until(lambda b: b.find_element(By.ID, "result").is_displayed())
+        opening = Inspector.load(folder).run("the dog sat", beam=4)
+        assert browser.find_element(By.ID, "text").get_attribute("value") == "the dog sat"
+        assert browser.find_element(By.ID, "output").text == opening.output.strip()
+        n_src = len(opening.labels["source"])
+        assert len(cells()) == n_src * n_src and cells()[0].size["width"] >= 40
+        browser.find_element(By.ID, "text").clear()
+        browser.find_element(By.ID, "text").send_keys(sentence)
+        browser.find_element(By.ID, "submit").click()
+        wait.until(lambda b: b.find_element(By.ID, "output").text == expected.output.strip())
 
         def weights():
             return [c.get_attribute("data-w") for c in cells()]

@@ -32,7 +32,7 @@ def _sharpen(model: torch.nn.Module, scale: float = 4.0) -> None:
                 p.mul_(scale)
 
 
-def make_translation_folder(path, seed: int = 0):
+def make_translation_folder(path, seed: int = 0, meta: dict | None = None):
     """A random-weight 2-layer, 2-head Transformer (d_model 16) with a trained BPE tokenizer."""
     from aiayn.models.transformer import Transformer
     tok = Tokenizer.train(SENTENCES, 140, "bpe")
@@ -40,7 +40,7 @@ def make_translation_folder(path, seed: int = 0):
     model = Transformer(TransformerConfig(vocab_size=tok.vocab_size, d_model=16, n_heads=2, d_ff=32,
                                           n_layers=2, max_len=40, dropout=0.0)).eval()
     _sharpen(model)
-    save_model(path, "transformer", model)
+    save_model(path, "transformer", model, meta)
     tok.save(path)
     return path
 

@@ -32,6 +32,7 @@ from aiayn.sizes import check_fits
 CONFIG_FILE = "config.json"
 WEIGHTS_FILE = "model.safetensors"
 TOKENIZER_FILE = "tokenizer.json"
+EXAMPLE_CHARS = 200  # config.json's "example": an input from the training data, for the explorer
 CHECKPOINT_DIR = "checkpoints"  # numbered weights: checkpoints/step_00001000.safetensors
 _STEP_RE = re.compile(r"^step_(\d+)\.safetensors$")
 

@@ -32,7 +32,7 @@ from aiayn.data.stdlib_corpus import Document, load_text_corpus
 from aiayn.data.tokenizer import Tokenizer
 from aiayn.errors import ConfigError, UserError
 from aiayn.families import LANGUAGE_MODEL as FAMILY
-from aiayn.folder import load_model, require_new_folder, save_model
+from aiayn.folder import EXAMPLE_CHARS, load_model, require_new_folder, save_model
 from aiayn.generation.lm import stream as stream_tokens
 from aiayn.models.decoder_lm import DecoderLM
 from aiayn.training import distributed
@@ -122,6 +122,16 @@ def hold_out_tail(docs: Sequence[Document], frac: float) -> tuple[list[Document]
         if cut < len(lines):
             valid.append((name + " (tail)", "".join(lines[cut:])))
     return train, valid
+
+
+def prompt_example(splits: dict[str, list[Document]]) -> str:
+    """A prompt from the corpus (for the explorer): the first words of its first non-empty
+    line, validation text first."""
+    for _, text in [*splits.get("valid", []), *splits.get("train", [])]:
+        line = next((line.strip() for line in text.splitlines() if line.strip()), "")
+        if line:
+            return " ".join(line.split()[:4])[:EXAMPLE_CHARS]
+    return ""
 
 
 def doc_tokens(tokenizer: Tokenizer, docs: Sequence[Document], bos: int = BOS,
@@ -404,7 +414,8 @@ def train_lm(exp: Experiment, texts: Sequence[str | Path] = (),
         mark_started(out)
         tokenizer.save(out)
     trainer = Trainer(lm, train, batches, lambda m, b: lm_loss(m, b, train.label_smoothing), out,
-                      family=FAMILY, meta={"task": "language-modeling", "experiment": experiment},
+                      family=FAMILY, meta={"task": "language-modeling", "experiment": experiment,
+                                           "example": prompt_example(splits)},
                       evaluate=evaluate)
     return trainer.fit(resume=resume)
 

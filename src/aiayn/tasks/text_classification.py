@@ -40,7 +40,7 @@ from aiayn.data.special import BOS, EOS, PAD, UNK
 from aiayn.data.tokenizer import Tokenizer
 from aiayn.errors import UserError
 from aiayn.families import ENCODER as FAMILY
-from aiayn.folder import load_model, save_model
+from aiayn.folder import EXAMPLE_CHARS, load_model, save_model
 from aiayn.models.encoder import EncoderModel
 from aiayn.training import distributed
 from aiayn.training.checkpoint import (
@@ -405,7 +405,8 @@ def train_classifier(exp: Experiment, resume: bool = False, out: str | Path | No
         return {"valid_accuracy": enc.evaluate(splits["valid"])} if splits["valid"] else {}
 
     meta = {**enc.meta, "task": "text-classification", "special_ids": enc.special,
-            "labels": labels, "experiment": experiment}
+            "labels": labels, "experiment": experiment,
+            "example": (splits["valid"] or splits["train"])[0][0][:EXAMPLE_CHARS]}
     trainer = Trainer(enc.model, train, stream,
                       lambda m, b: text_classification_loss(m, b, train.label_smoothing),
                       out, family=FAMILY, meta=meta, evaluate=evaluate)

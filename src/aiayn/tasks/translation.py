@@ -34,7 +34,7 @@ from aiayn.data.special import BOS, BOS_TOKEN, EOS, PAD
 from aiayn.data.tokenizer import Tokenizer
 from aiayn.errors import ConfigError, UserError
 from aiayn.families import TRANSLATION as FAMILY
-from aiayn.folder import load_model, save_model
+from aiayn.folder import EXAMPLE_CHARS, load_model, save_model
 from aiayn.generation.config import EARLY_STOPPING
 from aiayn.generation.search import LENGTH_PENALTIES, beam_search, greedy_search
 from aiayn.models import Transformer
@@ -343,6 +343,7 @@ def train_translation(exp: Experiment, resume: bool = False, out: str | Path | N
         f"{model_cfg.n_encoder_layers}+{model_cfg.n_decoder_layers} layers)")
     evaluate = make_evaluate(tok, valid_ids, data, cfg.label_smoothing, cfg.max_tokens)
     meta = {**(meta or {}), "task": "translation",
+            "example": (splits["valid"] or splits["train"])[0][0][:EXAMPLE_CHARS],
             "experiment": {"model": exp.model, "data": data.to_dict(), "train": cfg.to_dict()}}
     if not resume and here.is_main:
         mark_started(out)

@@ -83,6 +83,13 @@ class Inspector:
         cfg = self.obj.model.config
         return int(cfg.n_patches + 1 if self.family == VIT else cfg.max_len)
 
+    @property
+    def example(self) -> str:
+        """An input from the model's training data (config.json's "example", written by
+        training), for the explorer to open with; "" when the folder has none."""
+        example = getattr(self.obj, "meta", {}).get("example", "")
+        return example if isinstance(example, str) and self.family != VIT else ""
+
     def run(self, text: str, beam: int = 4, max_new_tokens: int = 30) -> Inspection:
         """Tokens and attention of `text` (a source sentence, a prompt, a text to encode, or for
         a ViT the path of an image file)."""

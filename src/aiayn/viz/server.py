@@ -82,7 +82,7 @@ def create_app(model: str | Path | Inspector, max_chars: int = MAX_CHARS,
     def info():
         return jsonify(family=inspector.family, endpoint=_endpoint(inspector.family),
                        max_chars=max_chars, max_len=inspector.max_len, max_beam=MAX_BEAM,
-                       max_new_tokens=MAX_NEW_TOKENS)
+                       max_new_tokens=MAX_NEW_TOKENS, example=inspector.example[:max_chars])
 
     def run(endpoint: str):
         family = ENDPOINT_FAMILIES[endpoint]

@@ -34,6 +34,10 @@ async function loadInfo() {
   $("text").maxLength = info.max_chars;
   $("beam-box").hidden = info.endpoint !== "translate";
   $("new-box").hidden = info.endpoint !== "generate";
+  if (info.example && !$("text").value) {  // open with an input from the training data, run
+    $("text").value = info.example;
+    $("input-form").requestSubmit();
+  }
 }
 
 async function submit(event) {
@@ -106,7 +110,14 @@ function render() {
   const kTokens = state.data.tokens[k.key_axis];
   const grid = $("heatmap");
   grid.innerHTML = "";
-  grid.style.gridTemplateColumns = `auto repeat(${kTokens.length}, 22px)`;
+  // Cells as large as the window allows (beside the row labels, below the controls), between
+  // 14 and 48 pixels.
+  const labelWidth = 12 + 7 * Math.max(...qTokens.map((t) => t.length), 4);
+  const wide = (grid.parentElement.clientWidth - labelWidth) / kTokens.length - 1;
+  const tall = (window.innerHeight - 120) / qTokens.length - 1;
+  const size = Math.max(14, Math.min(48, Math.floor(Math.min(wide, tall))));
+  grid.style.setProperty("--cell", `${size}px`);
+  grid.style.gridTemplateColumns = `auto repeat(${kTokens.length}, ${size}px)`;
   Object.assign(grid.dataset, { rows: qTokens.length, cols: kTokens.length, kind: k.kind,
     layer: layer, head: head });
   grid.appendChild(div("axis", `${k.query_axis} ↓ / ${k.key_axis} →`));
@@ -154,6 +165,7 @@ function init() {
   $("head").addEventListener("change", render);
   $("heatmap").addEventListener("mouseover", (e) => highlight(e.target.dataset.q, e.target.dataset.k));
   $("heatmap").addEventListener("mouseleave", () => highlight());
+  window.addEventListener("resize", () => { if (state.data) render(); });
 }
 
 init();
