@@ -2,8 +2,8 @@
 
 import hashlib
 import json
-import re
 import os
+import re
 import signal
 import subprocess
 import sys
