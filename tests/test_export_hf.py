@@ -271,3 +271,138 @@ def test_a_gpt2_folder_without_its_tokenizer_is_refused(hf_gpt2_folder, tmp_path
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "no tokenizer.json (or vocab.json + merges.txt)" in err
     assert not (tmp_path / "lm").exists()
+
+
+def test_an_exported_translator_imports_back_unchanged(translation_folder, tmp_path, capsys):
+    """aiayn -> MarianMTModel folder -> `aiayn import hf-marian` -> the same weights and
+    translations (the d_model renumbering undone, aiayn's special ids kept)."""
+    from safetensors.torch import load_file
+
+    assert main(["export", "hf", "--model", str(translation_folder), "--out",
+                 str(tmp_path / "hf")]) == 0
+    assert main(["import", "hf-marian", str(tmp_path / "hf"), "--out", str(tmp_path / "back")]) == 0
+    assert "imported" in capsys.readouterr().out
+    a = load_file(str(translation_folder / "model.safetensors"))
+    b = load_file(str(tmp_path / "back" / "model.safetensors"))
+    assert a.keys() == b.keys() and all(torch.allclose(a[k], b[k], atol=1e-7) for k in a)
+    original, back = aiayn.load(translation_folder), aiayn.load(tmp_path / "back")
+    assert back.meta["source_eos"] is False  # aiayn's own sources have no </s>
+    sources = ["3 1 4 1 5", "2 7 1 8"]
+    assert back.translate(sources) == original.translate(sources)
+
+
+@pytest.fixture(scope="module")
+def opus_mt_folder(tmp_path_factory):
+    """An OPUS-MT-style folder written by transformers offline: random MarianMTModel weights
+    (swish, scaled embeddings, </s> = 0, <unk> = 1, <pad> = the last id and the decoder's start)
+    and MarianTokenizer's files: source.spm / target.spm (unigram SentencePiece models trained
+    here, with the default nmt_nfkc normalisation) and one joint vocab.json."""
+    import io
+
+    spm = pytest.importorskip("sentencepiece")
+    folder = tmp_path_factory.mktemp("opus")
+    english = ["the quick brown fox jumps over the lazy dog", "a cat sat on the mat",
+               "the house is small", "my friend reads a book", "Café au lait, s'il vous plaît!"]
+    german = ["der schnelle braune Fuchs springt über den faulen Hund", "eine Katze saß auf der Matte",
+              "das Haus ist klein", "mein Freund liest ein Buch", "Größe: 12 Äpfel"]
+    spms = {}
+    for name, text in (("source", english), ("target", german)):
+        model = io.BytesIO()
+        spm.SentencePieceTrainer.train(sentence_iterator=iter(text * 20), model_writer=model,
+                                       vocab_size=60, model_type="unigram",
+                                       hard_vocab_limit=False)
+        (folder / f"{name}.spm").write_bytes(model.getvalue())
+        spms[name] = spm.SentencePieceProcessor(model_proto=model.getvalue())
+    pieces = sorted({s.id_to_piece(i) for s in spms.values() for i in range(s.get_piece_size())}
+                    - {"<unk>", "<s>", "</s>"})
+    vocab = {"</s>": 0, "<unk>": 1, **{p: i + 2 for i, p in enumerate(pieces)}}
+    vocab["<pad>"] = len(vocab)
+    (folder / "vocab.json").write_text(json.dumps(vocab), encoding="utf-8")
+    tok = transformers.MarianTokenizer(str(folder / "source.spm"), str(folder / "target.spm"),
+                                       str(folder / "vocab.json"))
+    tok.save_pretrained(folder)
+    pad = vocab["<pad>"]
+    config = transformers.MarianConfig(
+        vocab_size=pad + 1, d_model=32, encoder_layers=2, decoder_layers=2,
+        encoder_attention_heads=4, decoder_attention_heads=4, encoder_ffn_dim=64,
+        decoder_ffn_dim=64, max_position_embeddings=64, activation_function="swish",
+        scale_embedding=True, pad_token_id=pad, eos_token_id=0, decoder_start_token_id=pad,
+        forced_eos_token_id=0, init_std=0.3, dropout=0.0)
+    torch.manual_seed(0)
+    model = transformers.MarianMTModel(config)
+    with torch.no_grad():  # a larger </s> row: some translations end, at several lengths
+        model.model.shared.weight[0] *= 3
+    model.save_pretrained(folder)
+    return folder, english + ["a  fox   reads", "über den Hund"]
+
+
+def test_an_opus_mt_folder_imports_and_translates_as_transformers_does(opus_mt_folder, tmp_path,
+                                                                        capsys):
+    from aiayn.convert.hf_marian import vocabulary_order
+
+    folder, sentences = opus_mt_folder
+    out = tmp_path / "mt"
+    assert main(["import", "hf-marian", str(folder), "--out", str(out)]) == 0
+    capsys.readouterr()
+    hf = transformers.MarianMTModel.from_pretrained(folder).eval()
+    hf_tok = transformers.MarianTokenizer.from_pretrained(folder)
+    mt = aiayn.load(out)
+    vocab = json.loads((folder / "vocab.json").read_text())
+    tokens = [None] * hf.config.vocab_size
+    for token, i in vocab.items():
+        tokens[i] = token
+    order = vocabulary_order(hf.config.to_dict(), tokens, "config")
+    pad = hf.config.pad_token_id
+    assert order[:4] == [pad, pad, 0, 1]  # aiayn's <pad>, <s>, </s>, <unk>
+    # The same pieces, then </s>, in Marian's ids.
+    for text in sentences:
+        assert [order[i] for i in mt.encode_source(text)] == hf_tok(text)["input_ids"], text
+    # The same logits (aiayn's columns are Marian's in `order`).
+    src = torch.tensor([mt.encode_source(sentences[0])])
+    tgt_in = torch.tensor([[1, 5, 9, 4, 7]])
+    with torch.no_grad():
+        ours = mt.model(src, tgt_in)
+        theirs = hf(input_ids=torch.tensor([[order[i] for i in src[0]]]),
+                    decoder_input_ids=torch.tensor([[order[i] for i in tgt_in[0]]])).logits
+    assert (ours - theirs[..., order]).abs().max() <= 1e-4 and ours.std() > 1
+    # The same greedy translations, tokens and text (Marian never produces <pad>).
+    from aiayn.tasks.translation import decode_ids
+
+    finished = 0
+    for text in sentences:
+        with torch.no_grad():
+            hf_out = hf.generate(**hf_tok([text], return_tensors="pt"), num_beams=1,
+                                 do_sample=False, max_new_tokens=20,
+                                 bad_words_ids=[[pad]])[0, 1:].tolist()
+        ours = [order[i] for i in decode_ids(mt.model, [mt.encode_source(text)], beam=1,
+                                             max_extra=20)[0]]
+        if 0 in hf_out[:19]:  # ended with </s>: the whole translation
+            assert ours == hf_out[:hf_out.index(0)], text
+            assert mt.translate(text, beam=1)[0] == hf_tok.decode(hf_out, skip_special_tokens=True)
+            finished += 1
+        else:  # cut at 20 tokens, the last one forced to be </s> (forced_eos_token_id)
+            assert ours[:19] == hf_out[:19], text
+    assert finished >= 2
+
+
+def test_folders_hf_marian_cannot_import_are_refused_in_one_line(opus_mt_folder, hf_gpt2_folder,
+                                                                 tmp_path, capsys):
+    import shutil
+
+    folder, _ = opus_mt_folder
+    bare = tmp_path / "bare"
+    bare.mkdir()
+    for name in ("config.json", "model.safetensors"):
+        shutil.copy(folder / name, bare / name)
+    separate = tmp_path / "separate"
+    shutil.copytree(folder, separate)
+    config = json.loads((separate / "config.json").read_text())
+    (separate / "config.json").write_text(json.dumps({**config, "encoder_ffn_dim": 128}))
+    cases = [(bare, "no tokenizer: a Marian folder needs vocab.json + source.spm"),
+             (hf_gpt2_folder[0], "model_type='gpt2': not a Marian"),
+             (separate, "encoder_ffn_dim=128 but decoder_ffn_dim=64")]
+    for source, message in cases:
+        assert main(["import", "hf-marian", str(source), "--out", str(tmp_path / "mt")]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and message in err, err
+        assert not (tmp_path / "mt").exists()

@@ -19,7 +19,7 @@ from aiayn.devices import check_device_name
 from aiayn.errors import ConfigError
 from aiayn.presets import DECODER_LM_PRESETS, ENCODER_PRESETS, TRANSFORMER_PRESETS, VIT_PRESETS
 
-ACTIVATIONS = ("relu", "gelu", "gelu_tanh")
+ACTIVATIONS = ("relu", "gelu", "gelu_tanh", "silu")
 POSITIONS = ("sinusoidal", "learned", "none")
 
 C = TypeVar("C", bound="BlockConfig")

@@ -64,6 +64,17 @@ def _import_gpt2(args: argparse.Namespace) -> int:
     return _imported(args, import_hf_gpt2(args.folder, args.out).model)
 
 
+def _import_marian(args: argparse.Namespace) -> int:
+    from aiayn.tasks.translation import import_hf_marian
+
+    model = import_hf_marian(args.folder, args.out).model
+    cfg = model.config
+    print(f"imported {args.folder}: {model.num_parameters():,} parameters "
+          f"({cfg.n_encoder_layers}+{cfg.n_decoder_layers} layers, d_model {cfg.d_model}, "
+          f"vocabulary {cfg.vocab_size}) into {args.out}")
+    return 0
+
+
 def _imported(args: argparse.Namespace, model) -> int:
     cfg = model.config
     print(f"imported {args.folder}: {model.num_parameters():,} parameters ({cfg.n_layers} layers, "
@@ -75,6 +86,8 @@ def _imported(args: argparse.Namespace, model) -> int:
 IMPORTERS = {
     "hf-gpt2": ("GPT-2 folder (transformers GPT2LMHeadModel, with tokenizer.json or "
                 "vocab.json + merges.txt) -> language model", _import_gpt2),
+    "hf-marian": ("Marian folder (transformers MarianMTModel, e.g. OPUS-MT, with vocab.json + "
+                  "source.spm or tokenizer.json) -> translation model", _import_marian),
     "hf-bert": ("BERT-architecture folder (e.g. all-MiniLM-L6-v2) -> encoder model", _import_bert),
     "hf-vit": ("ViT folder (transformers ViTModel / ViTForImageClassification) -> vit model",
                _import_vit),

@@ -11,6 +11,19 @@ from torch import Tensor
 
 from aiayn.errors import UserError
 
+# transformers' activation names (ACT2FN) -> aiayn's (nn/feedforward.py), and back
+FROM_HF_ACTIVATION = {"relu": "relu", "gelu": "gelu", "gelu_new": "gelu_tanh",
+                      "gelu_pytorch_tanh": "gelu_tanh", "silu": "silu", "swish": "silu"}
+TO_HF_ACTIVATION = {"relu": "relu", "gelu": "gelu", "gelu_tanh": "gelu_new", "silu": "silu"}
+
+
+def activation_from_hf(name: Any, what: str) -> str:
+    """aiayn's activation for transformers' `name`; a UserError naming `what` (the config key)."""
+    if name not in FROM_HF_ACTIVATION:
+        raise UserError(f"{what}={name!r} is not supported (known: "
+                        f"{', '.join(FROM_HF_ACTIVATION)})")
+    return FROM_HF_ACTIVATION[name]
+
 
 def read_hf_folder(folder: str | Path, what: str) -> tuple[dict[str, Any], dict[str, Tensor], Path]:
     """A local checkpoint folder (config.json + model.safetensors) -> (config dict, state, config path).

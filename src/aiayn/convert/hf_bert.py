@@ -36,11 +36,10 @@ import torch
 from torch import Tensor
 
 from aiayn.config import EncoderConfig
-from aiayn.convert import read_hf_folder
+from aiayn.convert import TO_HF_ACTIVATION, activation_from_hf, read_hf_folder
 from aiayn.errors import UserError
 from aiayn.models.encoder import EncoderModel
 
-ACTIVATIONS = {"gelu": "gelu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "relu": "relu"}
 _LAYER = {
     "attention.self.query": "self_attn.q_proj", "attention.self.key": "self_attn.k_proj",
     "attention.self.value": "self_attn.v_proj", "attention.output.dense": "self_attn.out_proj",
@@ -79,16 +78,13 @@ def config_from_hf(hf_config: Any, hf_state: Mapping[str, Tensor] | None = None)
                         "is not supported (only 'absolute')")
     if c.get("is_decoder") or c.get("add_cross_attention"):
         raise UserError("BERT config is_decoder / add_cross_attention is not supported by EncoderModel")
-    act = c.get("hidden_act", "gelu")
-    if act not in ACTIVATIONS:
-        raise UserError(f"BERT config hidden_act={act!r} is not supported "
-                        f"(known: {', '.join(ACTIVATIONS)})")
+    act = activation_from_hf(c.get("hidden_act", "gelu"), "BERT config hidden_act")
     n_labels = state["classifier.weight"].shape[0] if "classifier.weight" in state else 0
     return EncoderConfig(
         vocab_size=c.get("vocab_size", 30522), d_model=c.get("hidden_size", 768),
         n_heads=c.get("num_attention_heads", 12), d_ff=c.get("intermediate_size", 3072),
         n_layers=c.get("num_hidden_layers", 12), max_len=c.get("max_position_embeddings", 512),
-        type_vocab_size=c.get("type_vocab_size", 2), activation=ACTIVATIONS[act],
+        type_vocab_size=c.get("type_vocab_size", 2), activation=act,
         dropout=float(c.get("hidden_dropout_prob", 0.1)),
         attn_dropout=float(c.get("attention_probs_dropout_prob", 0.1)),
         layer_norm_eps=float(c.get("layer_norm_eps", 1e-12)), pad_id=c.get("pad_token_id") or 0,
@@ -150,7 +146,7 @@ def config_to_hf(config: EncoderConfig, labels: list[str]) -> dict[str, Any]:
         raise UserError("model.type_vocab_size=0: BERT always has segment embeddings")
     if config.n_labels and not config.pooler:
         raise UserError("model.pooler=False: BertForSequenceClassification reads its pooler")
-    hf_act = {"gelu": "gelu", "gelu_tanh": "gelu_new", "relu": "relu"}[config.activation]
+    hf_act = TO_HF_ACTIVATION[config.activation]
     out = {"architectures": [architecture(config)], "model_type": "bert",
            "vocab_size": config.vocab_size, "hidden_size": config.d_model,
            "num_attention_heads": config.n_heads, "intermediate_size": config.d_ff,

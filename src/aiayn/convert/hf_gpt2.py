@@ -27,12 +27,10 @@ import torch
 from torch import Tensor
 
 from aiayn.config import DecoderLMConfig
-from aiayn.convert import read_hf_folder
+from aiayn.convert import TO_HF_ACTIVATION, activation_from_hf, read_hf_folder
 from aiayn.errors import UserError
 from aiayn.models.decoder_lm import DecoderLM
 
-ACTIVATIONS = {"gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "gelu": "gelu",
-               "relu": "relu"}
 # Buffers some transformers versions keep in the state dict (the causal mask); not weights.
 _IGNORED = (".attn.bias", ".attn.masked_bias")
 
@@ -49,15 +47,13 @@ def config_from_hf(hf_config: Any) -> DecoderLMConfig:
     for key, bad in unsupported.items():
         if get(key) is bad:
             raise UserError(f"GPT-2 config {key}={bad} is not supported by DecoderLM")
-    act = get("activation_function", "gelu_new")
-    if act not in ACTIVATIONS:
-        raise UserError(f"GPT-2 config activation_function={act!r} is not supported "
-                        f"(known: {', '.join(ACTIVATIONS)})")
+    act = activation_from_hf(get("activation_function", "gelu_new"),
+                             "GPT-2 config activation_function")
     d_model = get("n_embd", 768)
     return DecoderLMConfig(
         vocab_size=get("vocab_size", 50257), d_model=d_model, n_heads=get("n_head", 12),
         d_ff=get("n_inner") or 4 * d_model, n_layers=get("n_layer", 12),
-        max_len=get("n_positions", 1024), activation=ACTIVATIONS[act],
+        max_len=get("n_positions", 1024), activation=act,
         # GPT-2 has three dropout rates (embedding, residual, attention); aiayn's one `dropout`
         # covers the first two, so it takes the residual rate.
         dropout=float(get("resid_pdrop", 0.1)), attn_dropout=float(get("attn_pdrop", 0.1)),
@@ -82,9 +78,7 @@ def config_to_hf(config: DecoderLMConfig) -> dict[str, Any]:
             raise UserError(f"model.{key}={getattr(config, key)!r}: GPT-2 has {key}={value!r}, "
                             "so this language model has no exact GPT2LMHeadModel (train with "
                             "the gpt2-* presets for an exportable model)")
-    act = {"gelu_tanh": "gelu_new", "gelu": "gelu", "relu": "relu"}.get(config.activation)
-    if act is None:
-        raise UserError(f"model.activation={config.activation!r}: GPT-2 has gelu_tanh, gelu or relu")
+    act = TO_HF_ACTIVATION[config.activation]
     return {"architectures": ["GPT2LMHeadModel"], "model_type": "gpt2",
             "vocab_size": config.vocab_size, "n_positions": config.max_len,
             "n_embd": config.d_model, "n_layer": config.n_layers, "n_head": config.n_heads,

@@ -22,20 +22,22 @@ so the exported model computes the same logits.
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 import torch
 from torch import Tensor
 
 from aiayn.config import TransformerConfig
-from aiayn.data.special import BOS, EOS, PAD
+from aiayn.convert import TO_HF_ACTIVATION, activation_from_hf
+from aiayn.data.special import BOS, EOS, PAD, SPECIAL_TOKENS, UNK_TOKEN
 from aiayn.errors import UserError
 from aiayn.models.transformer import Transformer
 
 # TransformerConfig option -> Marian's value
 _MARIAN_SHAPE = {"norm_first": False, "final_norm": False, "positions": "sinusoidal",
                  "share_embeddings": True, "bias": True, "layer_norm_eps": 1e-5}
-_ACTIVATIONS = {"relu": "relu", "gelu": "gelu", "gelu_tanh": "gelu_new"}
 
 
 def config_to_hf(config: TransformerConfig) -> dict[str, Any]:
@@ -53,7 +55,7 @@ def config_to_hf(config: TransformerConfig) -> dict[str, Any]:
             "decoder_layers": config.n_decoder_layers,
             "encoder_attention_heads": config.n_heads, "decoder_attention_heads": config.n_heads,
             "encoder_ffn_dim": config.d_ff, "decoder_ffn_dim": config.d_ff,
-            "activation_function": _ACTIVATIONS[config.activation],
+            "activation_function": TO_HF_ACTIVATION[config.activation],
             "dropout": config.dropout, "attention_dropout": config.attn_dropout,
             "activation_dropout": 0.0, "max_position_embeddings": config.max_len,
             "scale_embedding": config.scale_embeddings,
@@ -68,43 +70,209 @@ def position_permutation(d_model: int) -> Tensor:
     return torch.cat([torch.arange(0, d_model, 2), torch.arange(1, d_model, 2)])
 
 
-def to_hf_state_dict(model: Transformer) -> dict[str, Tensor]:
-    """The model's weights under MarianMTModel's names, with d_model renumbered (see above)."""
-    perm = position_permutation(model.config.d_model)
-    ours = {k: v.detach().float() for k, v in model.state_dict().items()}
-
-    def reads(name: str) -> Tensor:  # a Linear whose input is the residual stream
-        return ours[name][:, perm]
-
-    def writes(name: str) -> Tensor:  # a Linear (or bias, or LayerNorm) on the residual stream
-        return ours[name][perm]
-
-    out = {"model.shared.weight": ours["src_embed.tokens.weight"][:, perm]}
-    out["model.encoder.embed_tokens.weight"] = out["model.decoder.embed_tokens.weight"] = \
-        out["lm_head.weight"] = out["model.shared.weight"]
-    out["final_logits_bias"] = torch.zeros(1, model.config.vocab_size)
+def _parameter_names(config: TransformerConfig) -> list[tuple[str, str, str]]:
+    """(aiayn name, Marian name, how d_model is laid out in it) of every layer parameter; how:
+    "reads" (a Linear reading the residual stream: its columns), "writes" (a Linear, bias or
+    LayerNorm writing it: its rows) or "none" (inside a sublayer: untouched)."""
+    names = []
     attention = {"encoder": [("self_attn", "self_attn", "attn_residual")],
                  "decoder": [("self_attn", "self_attn", "self_residual"),
                              ("cross_attn", "encoder_attn", "cross_residual")]}
-    for side, n_layers in (("encoder", model.config.n_encoder_layers),
-                           ("decoder", model.config.n_decoder_layers)):
+    for side, n_layers in (("encoder", config.n_encoder_layers),
+                           ("decoder", config.n_decoder_layers)):
         for i in range(n_layers):
             src, dst = f"{side}.layers.{i}.", f"model.{side}.layers.{i}."
             for mine, theirs, residual in attention[side]:
                 for proj in ("q_proj", "k_proj", "v_proj"):
-                    out[f"{dst}{theirs}.{proj}.weight"] = reads(f"{src}{mine}.{proj}.weight")
-                    out[f"{dst}{theirs}.{proj}.bias"] = ours[f"{src}{mine}.{proj}.bias"]
-                out[f"{dst}{theirs}.out_proj.weight"] = writes(f"{src}{mine}.out_proj.weight")
-                out[f"{dst}{theirs}.out_proj.bias"] = writes(f"{src}{mine}.out_proj.bias")
+                    names.append((f"{src}{mine}.{proj}.weight", f"{dst}{theirs}.{proj}.weight", "reads"))
+                    names.append((f"{src}{mine}.{proj}.bias", f"{dst}{theirs}.{proj}.bias", "none"))
                 for p in ("weight", "bias"):
-                    out[f"{dst}{theirs}_layer_norm.{p}"] = writes(f"{src}{residual}.norm.{p}")
-            out[f"{dst}fc1.weight"] = reads(f"{src}ffn.w1.weight")
-            out[f"{dst}fc1.bias"] = ours[f"{src}ffn.w1.bias"]
-            out[f"{dst}fc2.weight"] = writes(f"{src}ffn.w2.weight")
-            out[f"{dst}fc2.bias"] = writes(f"{src}ffn.w2.bias")
+                    names.append((f"{src}{mine}.out_proj.{p}", f"{dst}{theirs}.out_proj.{p}", "writes"))
+                    names.append((f"{src}{residual}.norm.{p}", f"{dst}{theirs}_layer_norm.{p}", "writes"))
+            names += [(f"{src}ffn.w1.weight", f"{dst}fc1.weight", "reads"),
+                      (f"{src}ffn.w1.bias", f"{dst}fc1.bias", "none")]
             for p in ("weight", "bias"):
-                out[f"{dst}final_layer_norm.{p}"] = writes(f"{src}ffn_residual.norm.{p}")
+                names.append((f"{src}ffn.w2.{p}", f"{dst}fc2.{p}", "writes"))
+                names.append((f"{src}ffn_residual.norm.{p}", f"{dst}final_layer_norm.{p}", "writes"))
+    return names
+
+
+def to_hf_state_dict(model: Transformer) -> dict[str, Tensor]:
+    """The model's weights under MarianMTModel's names, with d_model renumbered (see above)."""
+    perm = position_permutation(model.config.d_model)
+    ours = {k: v.detach().float() for k, v in model.state_dict().items()}
+    out = {"model.shared.weight": ours["src_embed.tokens.weight"][:, perm]}
+    out["model.encoder.embed_tokens.weight"] = out["model.decoder.embed_tokens.weight"] = \
+        out["lm_head.weight"] = out["model.shared.weight"]
+    out["final_logits_bias"] = torch.zeros(1, model.config.vocab_size)
+    for mine, theirs, how in _parameter_names(model.config):
+        value = ours[mine]
+        out[theirs] = value[:, perm] if how == "reads" else value[perm] if how == "writes" else value
     return {k: v.contiguous().clone() for k, v in out.items()}
 
 
-__all__ = ["config_to_hf", "position_permutation", "to_hf_state_dict"]
+# -- import (aiayn import hf-marian) -------------------------------------------------------------
+
+def require_marian(c: dict[str, Any], where: str) -> None:
+    if c.get("model_type") != "marian":
+        raise UserError(f"{where}: model_type={c.get('model_type')!r}: not a Marian "
+                        "(MarianMTModel) folder")
+
+
+def config_from_hf(c: dict[str, Any], vocab_size: int, where: str) -> TransformerConfig:
+    """The TransformerConfig of a MarianConfig dict (config.json at `where`), with the
+    vocabulary size of the reordered vocabulary; a UserError naming the key aiayn lacks."""
+    require_marian(c, where)
+    for a, b in (("encoder_attention_heads", "decoder_attention_heads"),
+                 ("encoder_ffn_dim", "decoder_ffn_dim")):
+        if c.get(a) != c.get(b):
+            raise UserError(f"{where}: {a}={c.get(a)} but {b}={c.get(b)}: aiayn's encoder and "
+                            "decoder have one head count and one d_ff")
+    if not c.get("share_encoder_decoder_embeddings", True) or \
+            c.get("decoder_vocab_size") not in (None, c.get("vocab_size")):
+        raise UserError(f"{where}: separate source and target vocabularies "
+                        "(share_encoder_decoder_embeddings=false): aiayn imports Marian models "
+                        "with one shared vocabulary")
+    if not c.get("tie_word_embeddings", True):
+        raise UserError(f"{where}: tie_word_embeddings=false: aiayn's translation model ties "
+                        "its output layer to the embeddings (§3.4)")
+    d_model = int(c.get("d_model", 1024))
+    if d_model % 2:
+        raise UserError(f"{where}: d_model={d_model}: Marian's positions need an even d_model")
+    return TransformerConfig(
+        vocab_size=vocab_size, d_model=d_model, n_heads=int(c.get("encoder_attention_heads", 16)),
+        d_ff=int(c.get("encoder_ffn_dim", 4096)), n_layers=int(c.get("encoder_layers", 12)),
+        n_encoder_layers=int(c.get("encoder_layers", 12)),
+        n_decoder_layers=int(c.get("decoder_layers", 12)),
+        max_len=int(c.get("max_position_embeddings", 1024)), positions="sinusoidal",
+        share_embeddings=True, scale_embeddings=bool(c.get("scale_embedding", False)),
+        final_norm=False, norm_first=False, bias=True, layer_norm_eps=1e-5,
+        activation=activation_from_hf(c.get("activation_function", "gelu"),
+                                      f"{where}: activation_function"),
+        dropout=float(c.get("dropout", 0.1)), attn_dropout=float(c.get("attention_dropout", 0.0)),
+        pad_id=PAD)
+
+
+def vocabulary_order(c: dict[str, Any], tokens: list[str | None], where: str) -> list[int]:
+    """Marian's token ids in aiayn's id order. aiayn's special ids are fixed (data/special.py):
+    0 padding, 1 the decoder's first input, 2 end of sentence, 3 unknown. OPUS-MT has </s> = 0,
+    <unk> = 1 and <pad> = the last id, which is also the decoder's first input: that row is
+    then used twice, as aiayn's padding (never attended to, never produced) and as its <s>. The
+    other ids keep their order. `tokens` is the Marian vocabulary by id (None: no token)."""
+    def token_id(key: str, default: Any = None) -> int:
+        value = c.get(key, default)
+        if not isinstance(value, int) or isinstance(value, bool) or \
+                not 0 <= value < len(tokens):
+            raise UserError(f"{where}: {key}={value!r} is not a token id of the vocabulary "
+                            f"(0..{len(tokens) - 1})")
+        return value
+
+    if UNK_TOKEN not in tokens:
+        raise UserError(f"{where}: the vocabulary has no {UNK_TOKEN} token")
+    pad = token_id("pad_token_id")
+    first = [pad, token_id("decoder_start_token_id", pad), token_id("eos_token_id"),
+             tokens.index(UNK_TOKEN)]
+    rest = [i for i, t in enumerate(tokens) if i not in first and t not in SPECIAL_TOKENS]
+    return first + rest
+
+
+def from_hf_state_dict(state: dict[str, Tensor], config: TransformerConfig, order: list[int],
+                       where: str) -> dict[str, Tensor]:
+    """Marian weights -> aiayn's names and layout: the vocabulary rows in `order`, the d_model
+    dimensions renumbered back (the inverse of to_hf_state_dict)."""
+    back = torch.argsort(position_permutation(config.d_model))
+
+    def get(name: str) -> Tensor:
+        if name not in state:
+            raise UserError(f"{where}: the weights have no {name!r} (not a MarianMTModel "
+                            "checkpoint of this config?)")
+        return state[name].float()
+
+    shared = get("model.shared.weight") if "model.shared.weight" in state \
+        else get("model.encoder.embed_tokens.weight")
+    if "final_logits_bias" in state and bool(state["final_logits_bias"].any()):
+        raise UserError(f"{where}: final_logits_bias is not zero: aiayn's output layer has no "
+                        "bias, so this model has no exact aiayn counterpart")
+    embedding = shared[torch.tensor(order)][:, back]
+    out = {"src_embed.tokens.weight": embedding, "tgt_embed.tokens.weight": embedding,
+           "output.weight": embedding}
+    for mine, theirs, how in _parameter_names(config):
+        value = get(theirs)
+        out[mine] = value[:, back] if how == "reads" else value[back] if how == "writes" else value
+    return {k: v.contiguous().clone() for k, v in out.items()}
+
+
+def read_vocabulary(folder: Path, rows: int) -> tuple[list[str | None], str]:
+    """The Marian vocabulary by id (None where an embedding row has no token) and where it
+    comes from: "spm" (OPUS-MT's vocab.json + source.spm, what MarianTokenizer reads) or
+    "json" (a tokenizer.json, as `aiayn export hf` writes)."""
+    from tokenizers import Tokenizer as HFTokenizer
+
+    tokens: list[str | None] = [None] * rows
+    if (folder / "vocab.json").is_file() and (folder / "source.spm").is_file():
+        if _tokenizer_config(folder).get("separate_vocabs"):
+            raise UserError(f"{folder}: separate source and target vocabularies "
+                            "(separate_vocabs): aiayn imports Marian models with one vocabulary")
+        path, kind = folder / "vocab.json", "spm"
+        try:
+            vocab = json.loads(path.read_text(encoding="utf-8"))
+        except (json.JSONDecodeError, UnicodeDecodeError) as e:
+            raise UserError(f"{path}: invalid JSON ({e})") from None
+    elif (folder / "tokenizer.json").is_file():
+        path, kind = folder / "tokenizer.json", "json"
+        try:
+            vocab = HFTokenizer.from_file(str(path)).get_vocab(with_added_tokens=True)
+        except Exception as e:  # tokenizers raises a bare Exception
+            raise UserError(f"{path}: not a valid tokenizer file ({e})") from None
+    else:
+        raise UserError(f"{folder}: no tokenizer: a Marian folder needs vocab.json + source.spm "
+                        "(OPUS-MT) or tokenizer.json")
+    if not isinstance(vocab, dict):
+        raise UserError(f"{path}: expected a JSON object of token -> id")
+    for token, i in vocab.items():
+        if not isinstance(i, int) or not 0 <= i < rows:
+            raise UserError(f"{path}: token {token!r} has id {i!r}, outside the model's "
+                            f"{rows} embedding rows")
+        tokens[i] = token
+    return tokens, kind
+
+
+def build_tokenizer(folder: Path, kind: str, tokens: list[str | None],
+                    order: list[int]) -> tuple[Any, bool]:
+    """The aiayn tokenizer (a `tokenizers` Tokenizer with aiayn's ids: Marian's in `order`)
+    and whether the source gets </s> appended, as the Marian tokenizer does. For OPUS-MT files
+    the pieces are SentencePiece's, cut by source.spm's scores (convert/spm.py); targets are
+    encoded with it too, where Marian has a target.spm (only evaluation's loss sees that)."""
+    from tokenizers import AddedToken
+    from tokenizers import Tokenizer as HFTokenizer
+
+    from aiayn.convert.spm import read_spm, unigram_tokenizer
+
+    names = [*SPECIAL_TOKENS] + [tokens[i] or f"<unused_{i}>" for i in order[len(SPECIAL_TOKENS):]]
+    if kind == "json":
+        hf = HFTokenizer.from_file(str(folder / "tokenizer.json"))
+        if names != [tokens[i] for i in order]:
+            raise UserError(f"{folder / 'tokenizer.json'}: its special tokens are not aiayn's "
+                            f"({', '.join(SPECIAL_TOKENS)} at ids 0-3); only OPUS-MT's "
+                            "vocab.json + source.spm can be renumbered")
+        with_specials = hf.encode("a", add_special_tokens=True).ids
+        return hf, bool(with_specials) and with_specials[-1] == EOS
+    unused = [n for n in names if n.startswith("<unused_")]
+    hf = unigram_tokenizer(read_spm(folder / "source.spm"), names, [*SPECIAL_TOKENS, *unused],
+                           unk_id=SPECIAL_TOKENS.index(UNK_TOKEN))
+    codes = [n for n in names if n.startswith(">>") and n.endswith("<<")]  # >>fra<< (multilingual)
+    hf.add_tokens([AddedToken(c, normalized=False) for c in codes])
+    return hf, True
+
+
+def _tokenizer_config(folder: Path) -> dict[str, Any]:
+    path = folder / "tokenizer_config.json"
+    try:
+        config = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise UserError(f"{path}: invalid JSON ({e})") from None
+    return config if isinstance(config, dict) else {}
+
+
+__all__ = ["require_marian", "config_from_hf", "config_to_hf", "from_hf_state_dict", "position_permutation",
+           "read_vocabulary", "build_tokenizer", "to_hf_state_dict", "vocabulary_order"]

@@ -32,11 +32,10 @@ import torch
 from torch import Tensor
 
 from aiayn.config import ViTConfig
-from aiayn.convert import read_hf_folder
+from aiayn.convert import TO_HF_ACTIVATION, activation_from_hf, read_hf_folder
 from aiayn.errors import UserError
 from aiayn.models.vit import VisionTransformer
 
-ACTIVATIONS = {"gelu": "gelu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "relu": "relu"}
 _LAYER = {
     "layernorm_before": "attn_residual.norm", "layernorm_after": "ffn_residual.norm",
     "attention.attention.query": "self_attn.q_proj", "attention.attention.key": "self_attn.k_proj",
@@ -54,10 +53,7 @@ def config_from_hf(hf_config: Any, hf_state: Mapping[str, Tensor] | None = None)
     """A transformers ViTConfig (or its config.json as a dict) -> the ViTConfig of the same model."""
     c = hf_config if isinstance(hf_config, Mapping) else hf_config.to_dict()
     state = {k.removeprefix("vit."): v for k, v in (hf_state or {}).items()}
-    act = c.get("hidden_act", "gelu")
-    if act not in ACTIVATIONS:
-        raise UserError(f"ViT config hidden_act={act!r} is not supported "
-                        f"(known: {', '.join(ACTIVATIONS)})")
+    act = activation_from_hf(c.get("hidden_act", "gelu"), "ViT config hidden_act")
     if c.get("qkv_bias", True) is False:
         raise UserError("ViT config qkv_bias=false is not supported "
                         "(aiayn projections share one bias flag)")
@@ -67,7 +63,7 @@ def config_from_hf(hf_config: Any, hf_state: Mapping[str, Tensor] | None = None)
     return ViTConfig(
         d_model=c.get("hidden_size", 768), n_heads=c.get("num_attention_heads", 12),
         d_ff=c.get("intermediate_size", 3072), n_layers=c.get("num_hidden_layers", 12),
-        activation=ACTIVATIONS[act], dropout=float(c.get("hidden_dropout_prob", 0.0)),
+        activation=act, dropout=float(c.get("hidden_dropout_prob", 0.0)),
         attn_dropout=float(c.get("attention_probs_dropout_prob", 0.0)),
         layer_norm_eps=float(c.get("layer_norm_eps", 1e-12)), image_size=size, patch_size=patch,
         channels=c.get("num_channels", 3),
@@ -122,7 +118,7 @@ def config_to_hf(config: ViTConfig, classes: list[str]) -> dict[str, Any]:
                         "ViTForImageClassification")
     if config.n_classes == 0:
         raise UserError("model.n_classes=0: the model has no classification head to export")
-    hf_act = {v: k for k, v in ACTIVATIONS.items() if k != "gelu_pytorch_tanh"}[config.activation]
+    hf_act = TO_HF_ACTIVATION[config.activation]
     names = classes if len(classes) == config.n_classes else [str(i) for i in range(config.n_classes)]
     return {"architectures": ["ViTForImageClassification"], "model_type": "vit",
             "hidden_size": config.d_model, "num_attention_heads": config.n_heads,

@@ -9,6 +9,7 @@ _ACTIVATIONS = {
     "relu": F.relu,  # the paper's max(0, x)
     "gelu": F.gelu,  # BERT, ViT (exact erf form)
     "gelu_tanh": lambda x: F.gelu(x, approximate="tanh"),  # GPT-2's "gelu_new"
+    "silu": F.silu,  # x * sigmoid(x), "swish": the OPUS-MT Marian models
 }
 
 

@@ -244,6 +244,13 @@ class Translator:
         self.device = torch.device(device)
         self.meta = dict(meta or {})
 
+    def encode_source(self, text: str) -> list[int]:
+        """The source ids the model reads: the subwords of `text`, then </s> for a model that
+        was trained with it (an imported Marian model, meta "source_eos"); aiayn's own models
+        read the subwords alone (§3.1 says nothing of a source end marker)."""
+        ids = self.tokenizer.encode(text.strip())
+        return ids + [EOS] if self.meta.get("source_eos") else ids
+
     @classmethod
     def load(cls, folder: str | Path, device: str | torch.device = "cpu",
              checkpoint: int | None = None) -> Translator:
@@ -269,7 +276,7 @@ class Translator:
         `warn` (e.g. a CLI's warning printer) hears of inputs cut to the model's max_len."""
         if isinstance(sentences, str):
             sentences = [sentences]
-        ids = [self.tokenizer.encode(s.strip()) for s in sentences]
+        ids = [self.encode_source(s) for s in sentences]
         limit = self.model.config.max_len
         long = [i for i, x in enumerate(ids) if len(x) > limit]
         if long and warn is not None:
@@ -292,7 +299,7 @@ class Translator:
         if translation is None:
             translation = self.translate([source], beam=1)[0]
         tok = self.tokenizer
-        src_ids = tok.encode(source.strip())[:self.model.config.max_len]
+        src_ids = self.encode_source(source)[:self.model.config.max_len]
         tgt_ids = tok.encode(translation)[:self.model.config.max_len - 1]
         src = torch.tensor([src_ids], device=self.device)
         tgt_in = torch.tensor([[BOS] + tgt_ids], device=self.device)
@@ -301,6 +308,42 @@ class Translator:
         src_tokens = [tok.display_token(i) for i in src_ids]
         tgt_tokens = [BOS_TOKEN] + [tok.display_token(i) for i in tgt_ids]
         return src_tokens, tgt_tokens, weights
+
+
+def import_hf_marian(folder: str | Path, out: str | Path) -> Translator:
+    """A transformers MarianMTModel folder (config.json + model.safetensors, with OPUS-MT's
+    vocab.json + source.spm or a tokenizer.json) -> an aiayn translation folder `out` (new or
+    empty) that translates as the Marian model does. Offline; see convert/hf_marian.py."""
+    from aiayn.convert import read_hf_folder
+    from aiayn.convert.hf_marian import (
+        build_tokenizer,
+        config_from_hf,
+        from_hf_state_dict,
+        read_vocabulary,
+        require_marian,
+        vocabulary_order,
+    )
+    from aiayn.folder import require_new_folder
+
+    folder, out = Path(folder), require_new_folder(out)
+    hf_config, state, config_path = read_hf_folder(folder, "Marian")
+    require_marian(hf_config, str(config_path))
+    rows = next((state[k].shape[0] for k in ("model.shared.weight",
+                                               "model.encoder.embed_tokens.weight") if k in state), None)
+    if rows is None:
+        raise UserError(f"{folder / 'model.safetensors'}: no model.shared.weight (not a "
+                        "MarianMTModel checkpoint?)")
+    tokens, kind = read_vocabulary(folder, rows)
+    order = vocabulary_order(hf_config, tokens, str(config_path))
+    config = config_from_hf(hf_config, len(order), str(config_path))
+    model = Transformer(config)
+    model.load_state_dict(from_hf_state_dict(state, config, order, str(folder)))
+    hf, source_eos = build_tokenizer(folder, kind, tokens, order)
+    meta = {"task": "translation", "source": str(folder), "imported": "hf-marian",
+            "source_eos": source_eos}
+    translator = Translator(model.eval(), Tokenizer(hf), "cpu", meta)
+    translator.save(out)
+    return translator
 
 
 # -- train ---------------------------------------------------------------------------------------

@@ -110,7 +110,7 @@ class Inspector:
     def _translate(self, text: str, beam: int) -> Inspection:
         from aiayn.tasks.translation import decode_ids
         tr = self.obj
-        src_ids = tr.tokenizer.encode(text)[: self.max_len]
+        src_ids = tr.encode_source(text)[: self.max_len]
         out_ids = decode_ids(tr.model, [src_ids], beam=beam, device=tr.device)[0]
         out_ids = out_ids[: self.max_len - 1]
         src = torch.tensor([src_ids], device=tr.device)
