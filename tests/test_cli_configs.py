@@ -27,6 +27,10 @@ def test_keys_lists_every_field_of_every_typed_config(task, capsys):
                          ("train", TrainConfig)):
         for f in dataclasses.fields(cls):
             assert f"  {section}.{f.name}  (" in out, f"{section}.{f.name}"
+    # and says what each one means
+    bare = [ln for ln in out.splitlines() if ln.startswith("  ") and not
+            ln.split(")  ", 1)[1:]]
+    assert not bare, bare
     # the task's training defaults are the ones shown
     for key, value in spec.defaults({}).items():
         line = next(ln for ln in out.splitlines() if ln.startswith(f"  train.{key}  ("))
@@ -39,3 +43,21 @@ def test_every_train_key_says_what_it_means(capsys):
     assert len(lines) == len(dataclasses.fields(TrainConfig))
     bare = [ln for ln in lines if not ln.split(")  ", 1)[1:] or not ln.split(")  ", 1)[1].strip()]
     assert not bare, bare
+
+
+@pytest.mark.parametrize("argv, hint", [
+    (["trian"], "(did you mean 'train'?)"),
+    (["config", "keys"], "(did you mean 'configs'?)"),
+    (["lm", "trian"], "(did you mean 'train'?)"),
+    (["viz", "atention"], "(did you mean 'attention'?)"),
+    (["translate", "--model", "m", "--beem", "3"], "(did you mean '--beam'?)"),
+    (["lm", "train", "tiny", "--txt", "a.txt"], "(did you mean '--text'?)"),
+    (["train", "demo", "train.max_stesp=3"], "(did you mean 'max_steps'?)"),
+])
+def test_a_mistyped_command_option_or_key_gets_a_suggestion(argv, hint, capsys):
+    with pytest.raises(SystemExit) as e:  # argparse's own errors exit
+        code = main(argv)
+        raise SystemExit(code)
+    assert e.value.code == 2
+    err = capsys.readouterr().err
+    assert hint in err and err.count("\n") == 1, err

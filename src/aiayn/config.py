@@ -26,9 +26,11 @@ C = TypeVar("C", bound="BlockConfig")
 
 
 def did_you_mean(name: str, choices: typing.Iterable[str]) -> str:
-    """' (did you mean 'warmup_steps'?)' for a near miss among `choices`, else ''."""
-    close = difflib.get_close_matches(name, list(choices), n=1, cutoff=0.6)
-    return f" (did you mean {close[0]!r}?)" if close else ""
+    """' (did you mean 'warmup_steps'?)' for a near miss among `choices`, else ''. Options
+    (--beam) are compared without their dashes, which every option shares."""
+    bare = {c.lstrip("-"): c for c in choices}
+    close = difflib.get_close_matches(name.lstrip("-"), list(bare), n=1, cutoff=0.6)
+    return f" (did you mean {bare[close[0]]!r}?)" if close else ""
 
 
 def _fail(field: str, value: Any, why: str) -> typing.NoReturn:
@@ -108,17 +110,17 @@ class Config:
 class BlockConfig(Config):
     """What one attention + feed-forward block needs; every model family's config extends it."""
 
-    d_model: int = 512
-    n_heads: int = 8
-    d_ff: int = 2048
+    d_model: int = 512  # width of every token vector (the residual stream); §3.1: 512
+    n_heads: int = 8  # attention heads; d_model must divide by it (§3.2.2: h = 8)
+    d_ff: int = 2048  # inner width of the position-wise feed-forward network (§3.3: 2048)
     dropout: float = 0.1  # §5.4 residual dropout, also on embedding + position sums
     # Not in the paper (tensor2tensor's base config has 0): dropout on attention probabilities.
     # It also forces PyTorch's slow math SDPA kernel, so it is off by default.
-    attn_dropout: float = 0.0
+    attn_dropout: float = 0.0  # dropout on attention probabilities (see above)
     activation: str = "relu"  # §3.3: max(0, xW1 + b1)W2 + b2
     norm_first: bool = False  # §3.1 post-norm: LayerNorm(x + Sublayer(x)); True = pre-norm
-    bias: bool = True
-    layer_norm_eps: float = 1e-5
+    bias: bool = True  # biases in the projections and feed-forward layers
+    layer_norm_eps: float = 1e-5  # LayerNorm's epsilon
 
     def __post_init__(self) -> None:
         self._check_types()
@@ -159,18 +161,18 @@ class TransformerConfig(BlockConfig):
     vocab_size: int = 37000  # §5.1: shared source-target BPE vocabulary of ~37k tokens
     tgt_vocab_size: int | None = None  # None: one joint vocabulary for source and target
     n_layers: int = 6  # §3.1: N = 6 for both stacks unless the two counts below are set
-    n_encoder_layers: int | None = None
-    n_decoder_layers: int | None = None
-    max_len: int = 1024
+    n_encoder_layers: int | None = None  # encoder layers (None: n_layers)
+    n_decoder_layers: int | None = None  # decoder layers (None: n_layers)
+    max_len: int = 1024  # most tokens a sentence may have (positions); longer inputs are cut
     positions: str = "sinusoidal"  # §3.5; "learned" is Table 3 row (E); "none" adds nothing
     # §3.4: share source/target embeddings and the pre-softmax projection. None = on when the
     # vocabulary is joint; a separate target vocabulary shares only target emb. <-> projection.
-    share_embeddings: bool | None = None
+    share_embeddings: bool | None = None  # §3.4 tying (see above); None: on for a joint vocabulary
     scale_embeddings: bool = True  # §3.4: embeddings are multiplied by sqrt(d_model)
     # A LayerNorm after the last layer of each stack. The paper's post-norm has none (each layer
     # already ends in one); pre-norm needs it. None = follow norm_first. torch.nn.Transformer
     # always has one, so parity with it sets True.
-    final_norm: bool | None = None
+    final_norm: bool | None = None  # LayerNorm after each stack's last layer; None: follow norm_first
     pad_id: int = 0
 
     def __post_init__(self) -> None:
@@ -315,11 +317,11 @@ class DecoderLMConfig(BlockConfig):
     ReLU, sinusoids, scaled embeddings); the "gpt2-*" presets switch to GPT-2's choices."""
 
     vocab_size: int = 50257
-    n_layers: int = 6
+    n_layers: int = 6  # decoder layers
     max_len: int = 1024  # learned positions cannot go further; sinusoids extend on demand
     positions: str = "sinusoidal"  # §3.5; GPT-2 learns them (Table 3 row E)
     # LayerNorm after the last layer; None = follow norm_first (pre-norm needs it, GPT-2 has it).
-    final_norm: bool | None = None
+    final_norm: bool | None = None  # LayerNorm after the last layer; None: follow norm_first (GPT-2 has it)
     tie_embeddings: bool = True  # §3.4: the pre-softmax linear shares the embedding matrix
     scale_embeddings: bool = True  # §3.4: multiply embeddings by sqrt(d_model); GPT-2 does not
     pad_id: int = 0
@@ -349,15 +351,15 @@ class EncoderConfig(BlockConfig):
     a LayerNorm on the embedding sum, GELU, no sqrt(d_model) embedding scale. Defaults are BERT-base.
     """
 
-    d_model: int = 768
-    n_heads: int = 12
-    d_ff: int = 3072
+    d_model: int = 768  # width of every token vector (BERT-base: 768)
+    n_heads: int = 12  # attention heads (BERT-base: 12)
+    d_ff: int = 3072  # feed-forward inner width (BERT-base: 3072)
     attn_dropout: float = 0.1  # BERT drops attention probabilities too
-    activation: str = "gelu"
-    layer_norm_eps: float = 1e-12
+    activation: str = "gelu"  # BERT's GELU (exact erf form)
+    layer_norm_eps: float = 1e-12  # BERT's LayerNorm epsilon
     vocab_size: int = 30522
-    n_layers: int = 12
-    max_len: int = 512
+    n_layers: int = 12  # encoder layers (BERT-base: 12)
+    max_len: int = 512  # most tokens per text, [CLS] and [SEP] included
     type_vocab_size: int = 2  # segment (sentence A / B) embeddings; 0 = none
     embedding_norm: bool = True  # LayerNorm(tokens + positions + segments), then dropout
     pad_id: int = 0
@@ -386,17 +388,17 @@ class ViTConfig(BlockConfig):
     stack in pre-norm order with a final LayerNorm, a [CLS] token and a classification head.
     Defaults are ViT-B/16."""
 
-    d_model: int = 768
-    n_heads: int = 12
-    d_ff: int = 3072
-    dropout: float = 0.0
-    activation: str = "gelu"
+    d_model: int = 768  # width of every token vector (ViT-Base: 768)
+    n_heads: int = 12  # attention heads (ViT-Base: 12)
+    d_ff: int = 3072  # feed-forward inner width (ViT-Base: 3072)
+    dropout: float = 0.0  # ViT-Base fine-tuning drops nothing
+    activation: str = "gelu"  # ViT's GELU (exact erf form)
     norm_first: bool = True  # ViT is pre-norm (a departure from §3.1's post-norm)
-    layer_norm_eps: float = 1e-12
+    layer_norm_eps: float = 1e-12  # ViT's LayerNorm epsilon
     image_size: int = 224
-    patch_size: int = 16
+    patch_size: int = 16  # side of a square patch in pixels (each becomes one token)
     channels: int = 3
-    n_layers: int = 12
+    n_layers: int = 12  # encoder layers (ViT-Base: 12)
     n_classes: int = 1000  # 0 = no head (a feature extractor)
 
     def __post_init__(self) -> None:

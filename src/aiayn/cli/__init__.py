@@ -31,7 +31,38 @@ class Parser(argparse.ArgumentParser):
     """argparse with one-line errors (`aiayn translate: error: argument --beam: ...`), exit 2."""
 
     def error(self, message: str):
-        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+        self.exit(2, f"{self.prog}: error: {message}{_did_you_mean(self, message)} "
+                     f"(see {self.prog} --help)\n")
+
+
+def _option_strings(parser: argparse.ArgumentParser) -> set[str]:
+    """The options (--beam, ...) of `parser` and of all its subcommands."""
+    found = set()
+    for action in parser._actions:
+        found.update(o for o in action.option_strings if o.startswith("--"))
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                found |= _option_strings(sub)
+    return found
+
+
+def _did_you_mean(parser: argparse.ArgumentParser, message: str) -> str:
+    """' (did you mean 'train'?)' after argparse's "invalid choice: 'trian' (choose from ...)"."""
+    import re
+
+    from aiayn.config import did_you_mean
+
+    m = re.search(r"unrecognized arguments: (-\S+)", message)
+    if m:  # an option of some command (the root parser reports them all)
+        return did_you_mean(m.group(1).split("=")[0], sorted(_option_strings(parser)))
+    m = re.search(r"invalid choice: '([^']*)' \(choose from (.*)\)$", message)
+    if not m:
+        return ""
+    choices = re.findall(r"'([^']*)'", m.group(2))
+    aliases = {"config": "configs", "predict": "translate"}  # names users reach for
+    if m.group(1) in aliases and aliases[m.group(1)] in choices:
+        return f" (did you mean {aliases[m.group(1)]!r}?)"
+    return did_you_mean(m.group(1), choices)
 
 
 def build_parser() -> argparse.ArgumentParser:

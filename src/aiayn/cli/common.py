@@ -8,6 +8,7 @@ import re
 import sys
 from collections.abc import Callable
 
+from aiayn.config import did_you_mean
 from aiayn.errors import UserError
 
 
@@ -163,10 +164,12 @@ def split_overrides(args: argparse.Namespace) -> list[str]:
     for key, value in vars(found).items():
         if value != extra.get_default(key):  # given among the overrides
             setattr(args, key, value)
+    options = [o for a in extra._actions for o in a.option_strings]
     for item in rest:
         if item.startswith("-") or "=" not in item:
+            hint = did_you_mean(item.split("=")[0], options) if item.startswith("-") else ""
             raise UserError(f"{item!r}: expected KEY=VALUE (e.g. train.max_steps=100) or an option "
-                            "of this command (see --help)")
+                            f"of this command{hint} (see --help)")
     return overrides + rest
 
 

@@ -56,9 +56,9 @@ class VisionDataConfig(Config):
     images: str | None = None  # a folder with one sub-folder of image files per class
     image_size: int | None = None  # folder images are resized to this (default: the first's size)
     channels: int | None = None  # 1 = grey, 3 = RGB (default: the first image's)
-    valid_frac: float = 0.1
-    test_frac: float = 0.2
-    batch_size: int = 32
+    valid_frac: float = 0.1  # share of the images held out for validation
+    test_frac: float = 0.2  # share held out for the test split
+    batch_size: int = 32  # images per training batch
     augment: bool = True  # random small rotations, zooms and shifts of training images
     rotate: float = 10.0  # degrees, +-
     scale: float = 0.1  # +- relative zoom

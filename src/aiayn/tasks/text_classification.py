@@ -79,9 +79,9 @@ class ClassifyDataConfig(Config):
     corpus: str | None = None  # "gettext-origin"
     n_labels: int = 8  # gettext-origin: how many programs (the largest catalogs)
     train: str | None = None  # text<TAB>label files
-    valid: str | None = None
+    valid: str | None = None  # validation TSV (text<TAB>label); none: no validation
     vocab_size: int = 8000  # of the tokenizer trained on the training texts (not with model.init)
-    batch_size: int = 32
+    batch_size: int = 32  # texts per training batch
     mlm_steps: int = 0  # masked-LM pretraining updates before fine-tuning (0 = none)
     mlm_rate: float = 0.15  # BERT: 15% of tokens predicted
 

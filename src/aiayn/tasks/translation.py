@@ -55,11 +55,11 @@ class DataConfig(Config):
     corpus: str | None = None  # a built-in corpus: "dates-numbers" or "gettext"
     corpus_dir: str | None = None  # a folder written by `aiayn data` ({train,valid}.{src,tgt})
     train_src: str | None = None  # or aligned files, one sentence per line
-    train_tgt: str | None = None
-    valid_src: str | None = None
-    valid_tgt: str | None = None
+    train_tgt: str | None = None  # targets aligned with train_src
+    valid_src: str | None = None  # validation sources (with valid_tgt); none: held out from train
+    valid_tgt: str | None = None  # validation targets, aligned with valid_src
     tokenizer: str = "bpe"  # §5.1: byte-pair encoding, one vocabulary for both languages
-    vocab_size: int = 8000
+    vocab_size: int = 8000  # joint source-target subword vocabulary (§5.1)
     split_digits: bool = True  # every digit a token; false: digit runs may merge (SentencePiece)
     max_train_pairs: int | None = None  # use only the first N training pairs
     valid_pairs: int = 500  # validation pairs scored (loss and BLEU) at each evaluation
