@@ -42,6 +42,7 @@ import json
 import os
 import shlex
 import shutil
+import statistics
 import subprocess
 import sys
 import time
@@ -359,6 +360,35 @@ def record(text: str, command: str, args) -> None:
                 f"    {command}\n\n{text}\n")
 
 
+def decode_only(work: Path, data: dict, seeds: list[int], repeats: int, threads: int) -> str:
+    """Decoding speed alone, on the models a full run left in `work` (final checkpoints): both
+    systems interleaved, `repeats` times, for greedy and beam 4. -> a markdown table of the
+    median sentences/s (and the spread) per system, and the ratio of the medians."""
+    lines = ["| seed | search | aiayn sent/s (median, spread) | fairseq sent/s (median, spread) "
+             "| aiayn / fairseq |", "|---|---|---:|---:|---:|"]
+    for seed in seeds:
+        models = {"aiayn": work / f"aiayn-s{seed}",
+                  "fairseq": work / f"fairseq-s{seed}" / "checkpoint_last.pt"}
+        for path in models.values():
+            if not path.exists():
+                raise SystemExit(f"{path}: not found; run the full benchmark first (without "
+                                 "--decode-only) to train the models")
+        for beam in (1, 4):
+            speeds = {system: [] for system in models}
+            for _ in range(repeats):
+                for system, model in models.items():
+                    hyp = work / f"{system}-s{seed}-decode-beam{beam}.hyp"
+                    seconds = decode(system, model, data, beam, hyp, threads)
+                    speeds[system].append(data["n_test"] / seconds)
+            med = {s: statistics.median(v) for s, v in speeds.items()}
+            cells = [f"{med[s]:,.1f} ({min(v):,.1f}-{max(v):,.1f})" for s, v in speeds.items()]
+            search = "greedy" if beam == 1 else f"beam {beam}"
+            lines.append(f"| {seed} | {search} | {cells[0]} | {cells[1]} | "
+                         f"{med['aiayn'] / med['fairseq']:.2f}x |")
+            print(lines[-1], flush=True)
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--minutes", type=float,
@@ -373,6 +403,10 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--json", default=None, help="results file (default WORK/results.json)")
     parser.add_argument("--record", action="store_true",
                         help="append the table to benchmarks/RESULTS.md")
+    parser.add_argument("--decode-only", action="store_true",
+                        help="time decoding alone on the models of an earlier full run in WORK "
+                        "(both systems interleaved, --repeats times)")
+    parser.add_argument("--repeats", type=int, default=3, help="with --decode-only (default 3)")
     args = parser.parse_args(argv)
     args.minutes = args.minutes or (1.0 if args.quick else 12.0)
     args.save_every = args.save_every or (20 if args.quick else 200)
@@ -386,6 +420,17 @@ def main(argv: list[str] | None = None) -> dict:
     print(f"batches: aiayn train.max_tokens={AIAYN_MAX_TOKENS} (src + tgt) = fairseq --max-tokens "
           f"{data['fairseq_max_tokens']} (max(src, tgt)); test: {data['n_test']} sentences",
           flush=True)
+    if args.decode_only:
+        text = decode_only(work, data, args.seeds, args.repeats, args.threads)
+        text += (f"\n\n{data['n_test']} test sentences, batch {BATCH}, {args.threads} thread(s); "
+                 "beam 4 with score / length and fairseq's stopping rule on both sides.")
+        print("\n" + text)
+        if args.record:
+            with (ROOT / "benchmarks" / "RESULTS.md").open("a", encoding="utf-8") as f:
+                f.write("\n## Decoding speed: aiayn vs fairseq on the gettext models "
+                        f"(`benchmarks/vs_fairseq.py --decode-only`)\n\n"
+                        f"{datetime.date.today().isoformat()}\n\n    {command}\n\n{text}\n")
+        return {"decode_only": text}
     results = {seed: run_seed(work, data, seed, args) for seed in args.seeds}
     text = table(results)
     final = results[args.seeds[0]]["aiayn"]["final"]

@@ -162,3 +162,44 @@ def test_reference_path_dropout_zeroes_and_rescales_weights():
     kept = dropped != 0
     assert 0 < kept.float().mean() < 1  # some probabilities dropped, some kept
     assert torch.allclose(dropped[kept], clean[kept] * 2)  # survivors scaled by 1 / (1 - p)
+
+
+@pytest.mark.parametrize("t_q", [1, 3])
+def test_decoding_matmul_path_equals_the_reference_with_empty_rows_zero(t_q):
+    """The CPU decoding path (few queries, no autograd: two bmm) gives the reference's numbers,
+    and zeros for a query with no allowed key."""
+    from aiayn.nn.attention import SMALL_QUERY, _fast_attention
+
+    assert t_q <= SMALL_QUERY
+    g = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(3, 2, t, 8, generator=g) for t in (t_q, 6, 6))
+    mask = torch.rand(3, 1, t_q, 6, generator=g) > 0.4
+    mask[1, :, 0] = False  # a query with no key
+    with torch.no_grad():
+        fast = _fast_attention(q, k, v, mask, 0.0, False)
+    ref, _ = scaled_dot_product_attention(q, k, v, mask)
+    torch.testing.assert_close(fast, ref, atol=1e-6, rtol=1e-5)
+    assert fast[1, :, 0].abs().max() == 0
+
+
+def test_queries_grouped_over_one_key_row_equal_repeated_keys():
+    """Beam search: the g beams of a sentence (query rows g*i .. g*i+g-1) read its one encoding
+    (key row i); the same numbers, bit for bit, as repeating that encoding g times."""
+    torch.manual_seed(0)
+    attn = MultiHeadAttention(32, 4).eval()
+    query, memory = torch.randn(6, 2, 32), torch.randn(2, 5, 32)
+    mask = torch.ones(2, 1, 1, 5, dtype=torch.bool)
+    mask[1, ..., 3:] = False
+    rep = memory.repeat_interleave(3, 0)
+    with torch.no_grad():
+        for return_attn in (False, True):
+            grouped = attn(query, memory, memory, mask, return_attn=return_attn)
+            repeated = attn(query, rep, rep, mask.repeat_interleave(3, 0), return_attn=return_attn)
+            for a, b in zip(*(x if return_attn else (x,) for x in (grouped, repeated)),
+                            strict=True):
+                assert torch.equal(a, b)
+        cache = AttentionCache(static=True)  # the cross-attention cache holds one row per key row
+        attn(query, memory, memory, mask, cache=cache)
+        assert cache.k.shape[0] == 2
+        assert torch.equal(attn(query, memory, memory, mask, cache=cache),
+                           attn(query, rep, rep, mask.repeat_interleave(3, 0)))

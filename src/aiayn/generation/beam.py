@@ -87,8 +87,13 @@ class BeamSearch:
         return lprobs
 
     def advance(self, logits: Tensor) -> tuple[Tensor | None, Tensor | None]:
-        """logits (N, V) -> (decoder rows to keep (N',), next tokens (N', 1)), or (None, None)."""
+        """logits (N, V) -> (decoder rows to keep (N',), next tokens (N', 1)), or (None, None).
+        The first step has one decoder row per sentence (its K beams are alike: only the first
+        is live), N = n; every later step K per sentence, N = n x K."""
         k, n = self.k, self.scores.shape[0]
+        first = self.step == 0 and logits.shape[0] == n and k > 1
+        if first:  # the one row of each sentence stands for its K beams
+            logits = logits.repeat_interleave(k, dim=0)
         lprobs = self._lprobs(logits)
         v = lprobs.shape[-1]
         cand = (self.scores.view(-1, 1) + lprobs).view(n, k * v)
@@ -102,6 +107,8 @@ class BeamSearch:
         keep = rank.topk(k, dim=1, largest=False).values % c  # (n, K), best first
         self.scores = cand_scores.gather(1, keep)
         rows = (torch.arange(n, device=logits.device)[:, None] * k + cand_beam.gather(1, keep)).view(-1)
+        if first:  # every beam continues its sentence's one decoder row
+            rows = rows // k
         new = cand_tok.gather(1, keep).view(-1, 1)  # (N, 1)
         self.tokens = torch.cat([self.tokens.index_select(0, rows), new], dim=1)
         done = self._done(kth_best)

@@ -55,8 +55,9 @@ def _start(model, src: Tensor, config: GenerationConfig, beam: bool):
             generator = torch.Generator(device=src.device).manual_seed(config.seed)
         # Log-probabilities, as beam search scores them: beam 1 picks exactly greedy's tokens.
         strategy = Sampler(max_len, config, banned, log_probs=True, generator=generator)
-    rows = src.shape[0] * (config.beam if beam else 1)
-    bos = torch.full((rows, 1), config.bos_id, dtype=torch.long, device=src.device)
+    # One row per sentence at the first step, beams or not (a beam search's K beams all start
+    # from BOS; BeamSearch makes K rows of each after it).
+    bos = torch.full((src.shape[0], 1), config.bos_id, dtype=torch.long, device=src.device)
     return step, cache, strategy, bos
 
 

@@ -21,29 +21,37 @@ from aiayn.masks import padding_mask
 
 
 class SourceCache:
-    """The decoder's KV cache plus memory (N, S, D) and src_mask (N, 1, 1, S), kept row-aligned."""
+    """The decoder's KV cache plus memory (n, S, D) and src_mask (n, 1, 1, S): one row per live
+    sentence, which its `group` decoder rows (beams) all read. The decoder's self-attention
+    keys/values have one row per decoder row (N = n x group); the cross-attention ones, like
+    memory, one per sentence (MultiHeadAttention reads a key row with g query rows)."""
 
     def __init__(self, kv, memory: Tensor, src_mask: Tensor):
         self.kv, self.memory, self.src_mask = kv, memory, src_mask
-        self.group = 1  # rows per source sentence (beams)
+        self.group = 1  # decoder rows per sentence now
+        self.beam = 1  # decoder rows per sentence after the first step
 
     def repeat(self, k: int) -> None:
-        """Each source row k times in a row (beams), before the first step (nothing cached yet).
-        Afterwards `reorder` must keep every row within its group of k (beam search does)."""
-        self.memory = self.memory.repeat_interleave(k, dim=0)  # (N * k, S, D)
-        self.src_mask = self.src_mask.repeat_interleave(k, dim=0)
-        self.group = k
+        """k decoder rows per sentence (beams) from the second step on: the first step runs one
+        row per sentence (all beams start alike, from BOS), and its reorder makes k. Afterwards
+        `reorder` must keep each sentence's rows together and in sentence order (beam search does)."""
+        self.beam = k
 
     def reorder(self, indices: Tensor) -> None:
-        reorder_self = getattr(self.kv, "reorder_self_attention", None)
-        if self.group > 1 and indices.numel() == self.memory.shape[0] and reorder_self:
-            # Beams reordered within their sentences, none left: the source side (memory, mask,
-            # cross-attention keys/values) is the same for every beam of a sentence; keep it.
-            reorder_self(indices)
-            return
-        self.memory = self.memory.index_select(0, indices)
-        self.src_mask = self.src_mask.index_select(0, indices)
-        self.kv.reorder(indices)
+        """Keep decoder rows `indices` (N',), in that order, `beam` per sentence."""
+        split = hasattr(self.kv, "reorder_cross_attention")
+        if split:
+            self.kv.reorder_self_attention(indices)
+        else:  # a cache that does not tell its parts apart (test doubles): all per decoder row
+            self.kv.reorder(indices)
+        sentences = indices.view(-1, self.beam)[:, 0] // self.group  # (n',) of the kept rows
+        self.group = self.beam
+        if self.beam > 1 and sentences.numel() == self.memory.shape[0]:
+            return  # every sentence stays, in its place (beam search keeps the order)
+        self.memory = self.memory.index_select(0, sentences)
+        self.src_mask = self.src_mask.index_select(0, sentences)
+        if split:
+            self.kv.reorder_cross_attention(sentences)
 
 
 class EncoderDecoderStep:

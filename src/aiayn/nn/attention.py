@@ -41,9 +41,19 @@ def scaled_dot_product_attention(
     return torch.matmul(weights, v), weights
 
 
+# Decoding steps on the CPU (a few queries per row, no autograd) take the matmul path below: the
+# CPU flash kernel costs 2-3x as much there (benchmarks/RESULTS.md, "Decoding speed").
+SMALL_QUERY = 8
+
+
 def _fast_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, dropout_p: float,
                     is_causal: bool) -> Tensor:
     """PyTorch's fused SDPA (flash / memory-efficient kernels); same numbers as the reference path."""
+    t_q = q.shape[-2]
+    if t_q <= SMALL_QUERY and q.device.type == "cpu" and dropout_p == 0.0 and \
+            q.dtype in (torch.float32, torch.float64) and not (is_causal and t_q > 1) and \
+            not (torch.is_grad_enabled() and q.requires_grad) and not torch.compiler.is_compiling():
+        return _matmul_attention(q, k, v, mask)
     if is_causal and q.shape[-2] == k.shape[-2] and mask is None:
         return F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p, is_causal=True)
     out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p)
@@ -54,6 +64,31 @@ def _fast_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, dropou
         # fill saves a pass over the output and its backward. (On a GPU the look would stall,
         # and under torch.compile it would break the graph; the compiler fuses the fill anyway.)
         if torch.compiler.is_compiling() or mask.device.type != "cpu" or not bool(has_key.all()):
+            out = out.masked_fill(~has_key, 0.0)
+    return out
+
+
+def _ungroup(x: Tensor, group: int, t_q: int) -> Tensor:
+    """(B_k, H, g*T_q, X) -> (g*B_k, H, T_q, X): MultiHeadAttention's grouped queries, back."""
+    b_k, h, _, last = x.shape
+    return x.view(b_k, h, group, t_q, last).transpose(1, 2).reshape(b_k * group, h, t_q, last)
+
+
+def _matmul_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None) -> Tensor:
+    """softmax(Q K^T / sqrt(d_k)) V as two batched matmuls (one decoding step's few queries per
+    row); a query with no allowed key gets zeros, as everywhere."""
+    *lead, t_q, d = q.shape
+    t_k = k.shape[-2]
+    scores = torch.bmm(q.reshape(-1, t_q, d) * (1.0 / math.sqrt(d)),
+                       k.reshape(-1, t_k, d).transpose(1, 2)).view(*lead, t_q, t_k)
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    weights = torch.softmax(scores, dim=-1)
+    out = torch.bmm(weights.view(-1, t_q, t_k), v.reshape(-1, t_k, v.shape[-1]))
+    out = out.view(*lead, t_q, v.shape[-1])
+    if mask is not None:
+        has_key = mask.any(dim=-1, keepdim=True)
+        if not bool(has_key.all()):  # softmax of no allowed key is NaN: zeros instead
             out = out.masked_fill(~has_key, 0.0)
     return out
 
@@ -122,6 +157,12 @@ class MultiHeadAttention(nn.Module):
         cache: an AttentionCache. A "self" cache appends this call's keys/values to the cached ones
             (incremental decoding); a "static" cache computes them once (cross-attention on a
             fixed memory) and reuses them afterwards.
+
+        key/value may have fewer rows than query: B_q = g x B_k, query rows g*i .. g*i+g-1 all
+        reading key row i (beam search: the g beams of a sentence read its one encoding). The g
+        queries then go through attention together, as g*T_q queries of row i: the same numbers
+        as repeating the keys g times, with g times fewer keys and values to store and read.
+        `mask` then has B_k rows (or 1).
         """
         if cache is not None and cache.static and cache.k is not None:
             q, k, v = self._heads(self.q_proj(query)), cache.k, cache.v
@@ -130,13 +171,22 @@ class MultiHeadAttention(nn.Module):
             if cache is not None:
                 k, v = cache.update(k, v)
         dropout_p = self.dropout if self.training else 0.0
-        t_q, t_k = q.shape[-2], k.shape[-2]
+        b, t_q, t_k = q.shape[0], q.shape[-2], k.shape[-2]
+        group = b // k.shape[0] if k.shape[0] and b != k.shape[0] else 1
+        if group > 1:  # (g*B_k, H, T_q, Dh) -> (B_k, H, g*T_q, Dh)
+            if is_causal or b != group * k.shape[0]:
+                raise ValueError(f"query batch {b} is not a multiple of key batch {k.shape[0]} "
+                                 "(or a causal mask was asked for across rows)")
+            q = q.view(k.shape[0], group, self.n_heads, t_q, self.head_dim).transpose(1, 2) \
+                .reshape(k.shape[0], self.n_heads, group * t_q, self.head_dim)
         if is_causal and mask is None and t_q > 1 and (return_attn or t_q != t_k):
             mask = causal_mask(t_q, t_k, device=q.device)  # explicit only where a kernel needs it
         if return_attn:
             out, weights = scaled_dot_product_attention(q, k, v, mask, dropout_p)
         else:
             out, weights = _fast_attention(q, k, v, mask, dropout_p, is_causal), None
-        b = out.shape[0]
+        if group > 1:  # back to (g*B_k, H, T_q, ...) in query order
+            out = _ungroup(out, group, t_q)
+            weights = None if weights is None else _ungroup(weights, group, t_q)
         out = self.out_proj(out.transpose(1, 2).reshape(b, t_q, self.d_model))  # (B, T_q, D)
         return (out, weights) if return_attn else out

@@ -41,7 +41,9 @@ class AttentionCache:
 
     def update(self, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
         """Store new keys/values (appended for self-attention) and return all of them."""
-        if self._k is None or self.static:
+        if self.static:  # contiguous: every later step reads them as they are
+            self._k, self._v, self._len = k.contiguous(), v.contiguous(), k.shape[-2]
+        elif self._k is None:
             self._k, self._v, self._len = k, v, k.shape[-2]
         elif torch.is_grad_enabled() and (k.requires_grad or self._k.requires_grad):
             self._k = torch.cat([self.k, k], dim=-2)
@@ -92,8 +94,13 @@ class KVCache:
             entry.reorder(indices)
 
     def reorder_self_attention(self, indices: Tensor) -> None:
-        """Like `reorder`, for the growing self-attention caches only. For beam search: the beams
-        of one sentence share its source, so their cross-attention keys/values are identical rows
-        and a reorder within each sentence's beams leaves them as they are (no copy needed)."""
+        """Like `reorder`, for the growing self-attention caches only (one row per decoder row)."""
         for entry in self.self_attn:
+            entry.reorder(indices)
+
+    def reorder_cross_attention(self, indices: Tensor) -> None:
+        """Like `reorder`, for the cross-attention caches only. For beam search they hold one row
+        per sentence, which all its beams read (see MultiHeadAttention), so they follow the
+        sentences, not the decoder rows."""
+        for entry in self.cross_attn or []:
             entry.reorder(indices)
