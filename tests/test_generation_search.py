@@ -171,6 +171,15 @@ def test_min_length_bans_eos_until_then():
         assert [h.tokens for h in got] == [w[1] for w in want]
 
 
+def test_a_decoder_started_from_eos_can_still_end_with_it():
+    """fairseq's models start the decoder with </s> (BOS = EOS): that token stays a possible
+    output (only padding and a separate BOS are banned), so sentences end as they should."""
+    model, src = _model(2, bias=6.0), _sources(2)  # EOS nearly always first
+    for beam in (1, 3):
+        config = GenerationConfig(beam=beam, max_extra=5, **{**IDS, "bos_id": IDS["eos_id"]})
+        assert all(t == [] for t in search(model, src, config))
+
+
 def test_max_new_tokens_caps_every_row():
     model, src = _model(0, bias=-50.0), _sources(0)  # EOS never wins: rows run to their limit
     config = GenerationConfig(max_new_tokens=4, **IDS)

@@ -44,7 +44,10 @@ def _start(model, src: Tensor, config: GenerationConfig, beam: bool):
     """The adapter, an encoded cache, the strategy (beam search or Sampler) and the first input."""
     step = EncoderDecoderStep(model)
     cache = step.start(src, config.pad_id)
-    banned = (config.pad_id, config.bos_id, *config.banned)  # never emit padding or BOS
+    # Never emit padding or BOS; but fairseq's models start the decoder with </s> itself (BOS =
+    # EOS), which must stay possible as an output.
+    start = () if config.bos_id == config.eos_id else (config.bos_id,)
+    banned = (config.pad_id, *start, *config.banned)
     max_len = _max_lengths(src, config)
     if beam:
         cache.repeat(config.beam)  # K decoder rows per sentence, sentence-major
