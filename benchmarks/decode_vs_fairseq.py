@@ -20,7 +20,6 @@ import argparse
 import datetime
 import json
 import math
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -32,7 +31,15 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from fairseq_parity import fairseq_name  # noqa: E402
-from vs_fairseq import BATCH, ROOT, VPY, ensure_venv, prepare_data, thread_env  # noqa: E402
+from vs_fairseq import (  # noqa: E402
+    BATCH,
+    ROOT,
+    VPY,
+    ensure_venv,
+    prepare_data,
+    speed_cells,
+    thread_env,
+)
 
 FAIRSEQ_SIDE = """
 import json, sys, time, numpy as np, torch
@@ -154,11 +161,8 @@ def main(argv: list[str] | None = None) -> int:
         theirs = [[int(perm[t]) for t in row if int(perm[t]) != 2] for row in theirs]  # no </s>
         same = sum(a == b for a, b in zip(ours, theirs, strict=True))
         speed = {k: [len(src) / t for t in v] for k, v in times.items()}
-        med = {k: statistics.median(v) for k, v in speed.items()}
-        cells = [f"{med[k]:,.1f} ({min(v):,.1f}-{max(v):,.1f})" for k, v in speed.items()]
         name = "greedy" if beam == 1 else f"beam {beam}"
-        lines.append(f"| {name} | {cells[0]} | {cells[1]} | {med['aiayn'] / med['fairseq']:.2f}x "
-                     f"| {same}/{len(src)} |")
+        lines.append(f"| {name} | {speed_cells(speed)} | {same}/{len(src)} |")
         print(lines[-1], flush=True)
     text = "\n".join(lines)
     command = "python benchmarks/decode_vs_fairseq.py " + " ".join(sys.argv[1:] if argv is None else argv)

@@ -380,13 +380,18 @@ def decode_only(work: Path, data: dict, seeds: list[int], repeats: int, threads:
                     hyp = work / f"{system}-s{seed}-decode-beam{beam}.hyp"
                     seconds = decode(system, model, data, beam, hyp, threads)
                     speeds[system].append(data["n_test"] / seconds)
-            med = {s: statistics.median(v) for s, v in speeds.items()}
-            cells = [f"{med[s]:,.1f} ({min(v):,.1f}-{max(v):,.1f})" for s, v in speeds.items()]
             search = "greedy" if beam == 1 else f"beam {beam}"
-            lines.append(f"| {seed} | {search} | {cells[0]} | {cells[1]} | "
-                         f"{med['aiayn'] / med['fairseq']:.2f}x |")
+            lines.append(f"| {seed} | {search} | {speed_cells(speeds)} |")
             print(lines[-1], flush=True)
     return "\n".join(lines)
+
+
+def speed_cells(speeds: dict[str, list[float]]) -> str:
+    """{"aiayn": [...], "fairseq": [...]} sentences/s of repeats -> the table cells "median
+    (min-max) | median (min-max) | ratio of the medians"."""
+    med = {s: statistics.median(v) for s, v in speeds.items()}
+    cells = [f"{med[s]:,.1f} ({min(v):,.1f}-{max(v):,.1f})" for s, v in speeds.items()]
+    return f"{cells[0]} | {cells[1]} | {med['aiayn'] / med['fairseq']:.2f}x"
 
 
 def main(argv: list[str] | None = None) -> dict:
