@@ -361,10 +361,10 @@ def test_an_opus_mt_folder_imports_and_translates_as_transformers_does(opus_mt_f
     src = torch.tensor([mt.encode_source(sentences[0])])
     tgt_in = torch.tensor([[1, 5, 9, 4, 7]])
     with torch.no_grad():
-        ours = mt.model(src, tgt_in)
+        ours_logits = mt.model(src, tgt_in)
         theirs = hf(input_ids=torch.tensor([[order[i] for i in src[0]]]),
                     decoder_input_ids=torch.tensor([[order[i] for i in tgt_in[0]]])).logits
-    assert (ours - theirs[..., order]).abs().max() <= 1e-4 and ours.std() > 1
+    assert (ours_logits - theirs[..., order]).abs().max() <= 1e-4 and ours_logits.std() > 1
     # The same greedy translations, tokens and text (Marian never produces <pad>).
     from aiayn.tasks.translation import decode_ids
 
@@ -383,6 +383,15 @@ def test_an_opus_mt_folder_imports_and_translates_as_transformers_does(opus_mt_f
         else:  # cut at 20 tokens, the last one forced to be </s> (forced_eos_token_id)
             assert ours[:19] == hf_out[:19], text
     assert finished >= 2
+    # Exported again, it is a Marian whose tokenizer appends </s>, with the same logits.
+    assert main(["export", "hf", "--model", str(out), "--out", str(tmp_path / "again")]) == 0
+    again = transformers.AutoModelForSeq2SeqLM.from_pretrained(tmp_path / "again").eval()
+    again_tok = transformers.AutoTokenizer.from_pretrained(tmp_path / "again")
+    ids = again_tok([sentences[0]])["input_ids"][0]
+    assert ids == mt.encode_source(sentences[0])
+    with torch.no_grad():
+        logits = again(input_ids=torch.tensor([ids]), decoder_input_ids=tgt_in).logits
+    assert (logits - ours_logits).abs().max() <= 1e-4
 
 
 def test_folders_hf_marian_cannot_import_are_refused_in_one_line(opus_mt_folder, hf_gpt2_folder,

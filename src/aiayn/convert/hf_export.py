@@ -127,6 +127,8 @@ def _write_tokenizer(folder: Path, out: Path, meta: dict[str, Any], ids: dict[st
     text = (folder / TOKENIZER_FILE).read_text(encoding="utf-8")
     if template:
         text = _with_cls_sep_mask(text, ids)
+    elif meta.get("source_eos"):  # an imported Marian model reads "source </s>"
+        text = _with_eos(text, ids["eos"])
     atomic_write_text(out / TOKENIZER_FILE, text)
     if "special_ids" in meta:  # the token strings of the model's own ids
         from tokenizers import Tokenizer as HFTokenizer
@@ -157,6 +159,19 @@ def _with_cls_sep_mask(text: str, ids: dict[str, int]) -> str:
     hf.post_processor = processors.TemplateProcessing(
         single=f"{cls} $A {sep}", pair=f"{cls} $A {sep} $B:1 {sep}:1",
         special_tokens=[(cls, ids["cls"]), (sep, ids["sep"])])
+    return hf.to_str()
+
+
+def _with_eos(text: str, eos: int) -> str:
+    """The tokenizer JSON `text` with a post-processor appending </s> (id `eos`), so that HF's
+    tokenizer gives the model the source it was trained on."""
+    from tokenizers import Tokenizer as HFTokenizer
+    from tokenizers import processors
+
+    hf = HFTokenizer.from_str(text)
+    token = hf.id_to_token(eos)
+    hf.post_processor = processors.TemplateProcessing(single=f"$A {token}",
+                                                      special_tokens=[(token, eos)])
     return hf.to_str()
 
 

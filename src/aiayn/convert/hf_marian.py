@@ -1,4 +1,4 @@
-"""aiayn Transformer (translation) -> HF ``transformers``' MarianMTModel, exactly.
+"""aiayn Transformer (translation) <-> HF ``transformers``' MarianMTModel, exactly.
 
 Marian's architecture in ``transformers`` is the paper's: post-norm encoder and decoder layers,
 sinusoidal positions, embeddings scaled by sqrt(d_model), one embedding matrix shared by source,
@@ -18,6 +18,11 @@ the export renumbers the model's d_model dimensions with that permutation everyw
 stream is read or written (embeddings, LayerNorms, the inputs of every projection and the outputs
 of out_proj and fc2). LayerNorm, attention and the tied output are unchanged by a renumbering,
 so the exported model computes the same logits.
+
+The import (`aiayn import hf-marian`) undoes the renumbering and maps the vocabulary onto aiayn's
+fixed special ids (vocabulary_order); OPUS-MT's tokenizer files (vocab.json + source.spm) become
+an aiayn tokenizer (build_tokenizer, convert/spm.py), and the folder notes that the source ends
+in </s> (meta "source_eos"), as Marian's tokenizer makes it.
 """
 
 from __future__ import annotations
@@ -274,5 +279,6 @@ def _tokenizer_config(folder: Path) -> dict[str, Any]:
     return config if isinstance(config, dict) else {}
 
 
-__all__ = ["require_marian", "config_from_hf", "config_to_hf", "from_hf_state_dict", "position_permutation",
-           "read_vocabulary", "build_tokenizer", "to_hf_state_dict", "vocabulary_order"]
+__all__ = ["build_tokenizer", "config_from_hf", "config_to_hf", "from_hf_state_dict",
+           "position_permutation", "read_vocabulary", "require_marian", "to_hf_state_dict",
+           "vocabulary_order"]

@@ -162,7 +162,8 @@ class MultiHeadAttention(nn.Module):
         reading key row i (beam search: the g beams of a sentence read its one encoding). The g
         queries then go through attention together, as g*T_q queries of row i: the same numbers
         as repeating the keys g times, with g times fewer keys and values to store and read.
-        `mask` then has B_k rows (or 1).
+        `mask` then has B_k rows (or 1) and one query row, broadcast over the g*T_q queries
+        (a padding mask, as cross-attention's).
         """
         if cache is not None and cache.static and cache.k is not None:
             q, k, v = self._heads(self.q_proj(query)), cache.k, cache.v
