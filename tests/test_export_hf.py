@@ -331,9 +331,15 @@ def opus_mt_folder(tmp_path_factory):
     torch.manual_seed(0)
     model = transformers.MarianMTModel(config)
     with torch.no_grad():  # a larger </s> row: some translations end, at several lengths
-        model.model.shared.weight[0] *= 3
+        model.model.shared.weight[0] *= 2.85
     model.save_pretrained(folder)
-    return folder, english + ["a  fox   reads", "über den Hund"]
+    # OPUS-MT's own search: beam 4, HF's length penalty |Y|^1, stop at 4 finished
+    (folder / "generation_config.json").write_text(json.dumps({
+        "num_beams": 4, "length_penalty": 1.0, "early_stopping": True, "max_length": 64,
+        "decoder_start_token_id": pad, "pad_token_id": pad, "eos_token_id": 0,
+        "forced_eos_token_id": 0, "bad_words_ids": [[pad]]}))
+    return folder, english + ["a  fox   reads", "über den Hund", "the dog reads", "a small cat",
+                              "my house"]
 
 
 def test_an_opus_mt_folder_imports_and_translates_as_transformers_does(opus_mt_folder, tmp_path,
@@ -383,6 +389,20 @@ def test_an_opus_mt_folder_imports_and_translates_as_transformers_does(opus_mt_f
         else:  # cut at 20 tokens, the last one forced to be </s> (forced_eos_token_id)
             assert ours[:19] == hf_out[:19], text
     assert finished >= 2
+    # Beam search as the folder says (generation_config.json: beam 4, |Y|^1, first_k), the same
+    # translations as transformers' generate() with that config.
+    assert mt.meta["generation"] == {"beam": 4, "alpha": 1.0, "length_penalty": "avg",
+                                     "early_stopping": "first_k"}
+    same = longest = 0
+    for text in sentences:
+        with torch.no_grad():
+            hf_out = hf.generate(**hf_tok([text], return_tensors="pt"), max_new_tokens=20)
+        hf_ids = hf_out[0, 1:].tolist()
+        if 0 in hf_ids[:19]:  # ended before the cap
+            assert mt.translate(text)[0] == hf_tok.decode(hf_ids, skip_special_tokens=True), text
+            same += 1
+            longest = max(longest, hf_ids.index(0))
+    assert same >= 2 and longest >= 5  # not only translations that end at once
     # Exported again, it is a Marian whose tokenizer appends </s>, with the same logits.
     assert main(["export", "hf", "--model", str(out), "--out", str(tmp_path / "again")]) == 0
     again = transformers.AutoModelForSeq2SeqLM.from_pretrained(tmp_path / "again").eval()

@@ -70,11 +70,13 @@ def register(sub) -> None:
 
 def _model_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", required=True, help="model folder")
-    p.add_argument("--beam", type=positive_int, default=4, help="beam size; 1 = greedy (default 4, §6.1)")
-    p.add_argument("--alpha", type=finite_float, default=0.6, help="length penalty alpha (default 0.6)")
-    p.add_argument("--length-penalty", default="gnmt", choices=("gnmt", "avg"),
-                   help="gnmt: ((5+|Y|)/6)^alpha (§6.1, default); avg: |Y|^alpha")
-    p.add_argument("--early-stopping", default="exact",
+    p.add_argument("--beam", type=positive_int, default=None,
+                   help="beam size; 1 = greedy (default 4, §6.1, or an imported model's own)")
+    p.add_argument("--alpha", type=finite_float, default=None,
+                   help="length penalty alpha (default 0.6, or an imported model's own)")
+    p.add_argument("--length-penalty", default=None, choices=("gnmt", "avg"),
+                   help="gnmt: ((5+|Y|)/6)^alpha (§6.1, default); avg: |Y|^alpha (HF, fairseq)")
+    p.add_argument("--early-stopping", default=None,
                    choices=("exact", "first_k", "current_length"),
                    help="when a sentence's beam stops: exact (no live hypothesis can beat the "
                         "K-th best finished; default), first_k (K finished, as fairseq), "
@@ -144,13 +146,16 @@ def _eval(args: argparse.Namespace) -> int:
     _set_threads(args)
     translator = Translator.load(args.model, device=args.device, checkpoint=args.checkpoint)
     start = time.perf_counter()
+    search = translator.search_options(args.beam, args.alpha, args.length_penalty,
+                                       args.early_stopping)
     hyps = translator.translate([s for s, _ in pairs], **_translate_opts(args))
     seconds = time.perf_counter() - start
     scores = score_translations(hyps, [r for _, r in pairs])
     out_tokens = sum(len(translator.tokenizer.encode(h)) + 1 for h in hyps)
     scores.update(sentences=len(pairs), seconds=round(seconds, 3),
                   sentences_per_s=round(len(pairs) / seconds, 2),
-                  tokens_per_s=round(out_tokens / seconds, 1), **_decode_opts(args),
+                  tokens_per_s=round(out_tokens / seconds, 1),
+                  **{**_decode_opts(args), **search},
                   threads=_threads(), device=args.device, precision=args.precision)
     if args.hyp:
         from aiayn.folder import atomic_write_text
@@ -162,7 +167,7 @@ def _eval(args: argparse.Namespace) -> int:
         print(f"chrF {scores['chrf']:.2f}  ({scores['chrf_signature']})")
         print(f"exact match {scores['exact_match']:.2f}% of {len(pairs)} sentences")
         print(f"speed {scores['sentences_per_s']:.1f} sentences/s, {scores['tokens_per_s']:.0f} "
-              f"tokens/s (beam {args.beam}, batch {args.batch_size})")
+              f"tokens/s (beam {search['beam']}, batch {args.batch_size})")
     return 0
 
 

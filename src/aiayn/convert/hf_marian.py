@@ -207,6 +207,29 @@ def from_hf_state_dict(state: dict[str, Tensor], config: TransformerConfig, orde
     return {k: v.contiguous().clone() for k, v in out.items()}
 
 
+def generation_from_hf(folder: Path, c: dict[str, Any]) -> dict[str, Any]:
+    """The Marian model's own search (generation_config.json, else config.json), as aiayn's
+    search settings: num_beams, HF's length penalty (|Y|^alpha, aiayn's "avg") and its stopping
+    rule (early_stopping true: stop at K finished, "first_k"; false: HF's heuristic,
+    "current_length"; "never": "exact"). transformers' defaults where a key is absent."""
+    path = folder / "generation_config.json"
+    try:
+        g = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else c
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise UserError(f"{path}: invalid JSON ({e})") from None
+    rule = g.get("early_stopping", False)
+    beam = g.get("num_beams", 1)
+    alpha = g.get("length_penalty", 1.0)
+    if not isinstance(beam, int) or isinstance(beam, bool) or beam < 1 or \
+            not isinstance(alpha, (int, float)) or isinstance(alpha, bool):
+        raise UserError(f"{path if path.is_file() else folder / 'config.json'}: num_beams="
+                        f"{beam!r}, length_penalty={alpha!r}: expected a positive integer and "
+                        "a number")
+    return {"beam": beam, "alpha": float(alpha), "length_penalty": "avg",
+            "early_stopping": "exact" if rule == "never" else "first_k" if rule else
+            "current_length"}
+
+
 def read_vocabulary(folder: Path, rows: int) -> tuple[list[str | None], str]:
     """The Marian vocabulary by id (None where an embedding row has no token) and where it
     comes from: "spm" (OPUS-MT's vocab.json + source.spm, what MarianTokenizer reads) or
@@ -280,5 +303,6 @@ def _tokenizer_config(folder: Path) -> dict[str, Any]:
 
 
 __all__ = ["build_tokenizer", "config_from_hf", "config_to_hf", "from_hf_state_dict",
+           "generation_from_hf",
            "position_permutation", "read_vocabulary", "require_marian", "to_hf_state_dict",
            "vocabulary_order"]

@@ -268,12 +268,26 @@ class Translator:
         self.tokenizer.save(folder)
         return Path(folder)
 
-    def translate(self, sentences: str | Sequence[str], beam: int = 4, alpha: float = 0.6,
-                  length_penalty: str = "gnmt", batch_size: int = 64,
-                  max_extra: int = 50, early_stopping: str = "exact",
+    def search_options(self, beam: int | None = None, alpha: float | None = None,
+                       length_penalty: str | None = None,
+                       early_stopping: str | None = None) -> dict[str, Any]:
+        """The search settings: those given, else the folder's (meta "generation": an imported
+        Marian model's own, from its generation_config.json), else §6.1's (beam 4, alpha 0.6,
+        GNMT penalty) with the exact stopping rule."""
+        given = dict(beam=beam, alpha=alpha, length_penalty=length_penalty,
+                     early_stopping=early_stopping)
+        folder = self.meta.get("generation") or {}
+        return {k: v if v is not None else folder.get(k, SEARCH_DEFAULTS[k])
+                for k, v in given.items()}
+
+    def translate(self, sentences: str | Sequence[str], beam: int | None = None,
+                  alpha: float | None = None, length_penalty: str | None = None,
+                  batch_size: int = 64, max_extra: int = 50, early_stopping: str | None = None,
                   warn: Callable[[str], None] | None = None) -> list[str]:
-        """Translations of `sentences`, in order (§6.1 defaults: beam 4, alpha 0.6, GNMT).
-        `warn` (e.g. a CLI's warning printer) hears of inputs cut to the model's max_len."""
+        """Translations of `sentences`, in order; search settings as `search_options` resolves
+        them (§6.1 defaults: beam 4, alpha 0.6, GNMT). `warn` (e.g. a CLI's warning printer)
+        hears of inputs cut to the model's max_len."""
+        opts = self.search_options(beam, alpha, length_penalty, early_stopping)
         if isinstance(sentences, str):
             sentences = [sentences]
         ids = [self.encode_source(s) for s in sentences]
@@ -282,9 +296,8 @@ class Translator:
         if long and warn is not None:
             warn(f"{len(long)} input sentence(s) longer than the model's {limit} positions are "
                  f"cut to {limit} tokens (the first: sentence {long[0] + 1})")
-        out = decode_ids(self.model, ids, beam=beam, alpha=alpha, length_penalty=length_penalty,
-                         batch_size=batch_size, max_extra=max_extra, device=self.device,
-                         early_stopping=early_stopping)
+        out = decode_ids(self.model, ids, batch_size=batch_size, max_extra=max_extra,
+                         device=self.device, **opts)
         return [self.tokenizer.decode(t) for t in out]
 
     @torch.no_grad()
@@ -310,6 +323,11 @@ class Translator:
         return src_tokens, tgt_tokens, weights
 
 
+# §6.1's search, for models whose folder names no other (Translator.search_options)
+SEARCH_DEFAULTS: dict[str, Any] = {"beam": 4, "alpha": 0.6, "length_penalty": "gnmt",
+                                   "early_stopping": "exact"}
+
+
 def import_hf_marian(folder: str | Path, out: str | Path) -> Translator:
     """A transformers MarianMTModel folder (config.json + model.safetensors, with OPUS-MT's
     vocab.json + source.spm or a tokenizer.json) -> an aiayn translation folder `out` (new or
@@ -319,6 +337,7 @@ def import_hf_marian(folder: str | Path, out: str | Path) -> Translator:
         build_tokenizer,
         config_from_hf,
         from_hf_state_dict,
+        generation_from_hf,
         read_vocabulary,
         require_marian,
         vocabulary_order,
@@ -341,6 +360,8 @@ def import_hf_marian(folder: str | Path, out: str | Path) -> Translator:
     hf, source_eos = build_tokenizer(folder, kind, tokens, order)
     meta = {"task": "translation", "source": str(folder), "imported": "hf-marian",
             "source_eos": source_eos}
+    if "aiayn" not in hf_config:  # a Marian model's own search (aiayn's exports keep §6.1's)
+        meta["generation"] = generation_from_hf(folder, hf_config)
     translator = Translator(model.eval(), Tokenizer(hf), "cpu", meta)
     translator.save(out)
     return translator
