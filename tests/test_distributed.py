@@ -158,3 +158,17 @@ def test_resume_with_another_number_of_processes_keeps_the_batches_per_update(tm
     assert main(["train", str(config), *EXACT, "train.max_steps=6", "train.accum_steps=2",
                  "--out", str(out), "--resume"]) == 0
     assert torch.load(out / "train_state.pt", weights_only=True)["step"] == 6
+
+
+def test_commands_other_than_training_refuse_torchrun_once(monkeypatch, capsys):
+    """Under torchrun every process would translate (or generate, ...) everything and print it
+    again: the command is refused, and only rank 0 says so."""
+    from aiayn.cli import main
+
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    for rank, said in (("0", True), ("1", False)):
+        monkeypatch.setenv("RANK", rank)
+        assert main(["translate", "--model", "nowhere", "a"]) == 2
+        err = capsys.readouterr().err
+        assert ("torchrun runs the training commands" in err) == said
+        assert err.count("\n") == int(said)

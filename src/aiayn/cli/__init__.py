@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 
 from aiayn.errors import UserError, describe_os_error
@@ -95,6 +96,12 @@ def _main(argv: list[str] | None) -> int:
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         parser.print_help()
+        return 2
+    if int(os.environ.get("WORLD_SIZE", "1")) > 1 and not getattr(args, "distributed", False):
+        # Every process would do the whole job and print it again: refuse, once.
+        if os.environ.get("RANK", "0") == "0":
+            print("aiayn: error: torchrun runs the training commands (train, lm train, classify "
+                  "train, vit train); run this one as a single process", file=sys.stderr)
         return 2
     try:
         return int(args.func(args) or 0)

@@ -42,7 +42,7 @@ def register(sub) -> None:
 
     train = cmds.add_parser("train", help="train a text classifier")
     training_command(train, _data_options)
-    train.set_defaults(func=_train)
+    train.set_defaults(func=_train, distributed=True)  # torchrun: data-parallel training
 
     pred = cmds.add_parser("predict", help="label texts (arguments, or one per stdin line)")
     pred.add_argument("--model", required=True, metavar="DIR")

@@ -39,7 +39,7 @@ def register(sub) -> None:
 
     train = cmds.add_parser("train", help="train a language model (GPT-style)")
     training_command(train, _data_options)
-    train.set_defaults(func=_train)
+    train.set_defaults(func=_train, distributed=True)  # torchrun: data-parallel training
 
     ev = cmds.add_parser("eval", help="perplexity and bits per byte of a language model")
     ev.add_argument("--model", required=True, metavar="DIR")

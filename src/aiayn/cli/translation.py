@@ -42,7 +42,7 @@ def register(sub) -> None:
                        "dotted key=value arguments override it (train.max_steps=100).",
                        formatter_class=RAW)
     training_command(p)
-    p.set_defaults(func=_train)
+    p.set_defaults(func=_train, distributed=True)  # torchrun: data-parallel training
 
     p = sub.add_parser("translate", help="translate sentences (arguments, or one per stdin line)")
     _model_args(p)

@@ -36,7 +36,7 @@ def register(sub) -> None:
 
     train = cmds.add_parser("train", help="train a ViT on digits or a folder of images")
     training_command(train, _data_options)
-    train.set_defaults(func=_train)
+    train.set_defaults(func=_train, distributed=True)  # torchrun: data-parallel training
 
     pred = cmds.add_parser("predict", help="classify image files")
     pred.add_argument("--model", required=True, metavar="DIR")
