@@ -111,7 +111,8 @@ class Inspector:
         from aiayn.tasks.translation import decode_ids
         tr = self.obj
         src_ids = tr.encode_source(text)[: self.max_len]
-        out_ids = decode_ids(tr.model, [src_ids], beam=beam, device=tr.device)[0]
+        out_ids = decode_ids(tr.model, [src_ids], device=tr.device,
+                             **tr.search_options(beam=beam))[0]
         out_ids = out_ids[: self.max_len - 1]
         src = torch.tensor([src_ids], device=tr.device)
         tgt_in = torch.tensor([[BOS, *out_ids]], device=tr.device)  # §3.1: shifted right
