@@ -7,6 +7,12 @@ measured in the same run.
 
     python benchmarks/train_throughput.py                 # both configs, writes a markdown table
     python benchmarks/train_throughput.py --configs small --steps 10
+    python benchmarks/train_throughput.py --processes 2   # + every model data-parallel (DDP)
+
+With --processes N every model also trains as N processes of 1 thread under PyTorch's
+DistributedDataParallel (gloo), each on 1/N of the same global batch: what `torchrun
+--nproc_per_node=N -m aiayn train` does, given to the peers too, so that each system's best mode
+on this machine (one process with all threads, or N processes) is compared with the others'.
 
 Fairness: all three use residual dropout 0.1 and no attention-probability or activation dropout
 (the paper's recipe; tensor2tensor's base config), so all may use PyTorch's fused SDPA kernels.
@@ -17,9 +23,12 @@ attention / activation dropout modules to 0 after construction (a "tuned" nn.Tra
 from __future__ import annotations
 
 import argparse
+import json
 import math
+import os
 import platform
 import statistics
+import tempfile
 import time
 
 import torch
@@ -146,11 +155,48 @@ def time_training(model: nn.Module, batches, warmup: int) -> list[float]:
     return times
 
 
+BUILDERS = {"aiayn": Aiayn, "torch.nn.Transformer": TorchTransformerMT, "HF Marian": MarianMT}
+
+
+def _ddp_worker(rank: int, world: int, name: str, label: str, steps: int, warmup: int,
+                batch: int, t: int, out: str) -> None:
+    """One process of a data-parallel run: 1 thread, gloo, its share of the global batch."""
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel
+
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", rank=rank, world_size=world)
+    cfg = TransformerConfig(**CONFIGS[name], dropout=0.1, max_len=512)
+    torch.manual_seed(0)
+    model = DistributedDataParallel(BUILDERS[label](cfg))
+    times = time_training(model, make_batches(cfg, steps + warmup, batch // world, t, seed=rank),
+                          warmup)
+    if rank == 0:
+        with open(out, "w") as f:
+            json.dump(times, f)
+    dist.destroy_process_group()
+
+
+def time_ddp(name: str, label: str, world: int, steps: int, warmup: int, batch: int,
+             t: int) -> list[float]:
+    """Step times of `world` processes training `label` together (rank 0's clock)."""
+    import torch.multiprocessing as mp
+
+    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+    os.environ["MASTER_PORT"] = str(29500 + os.getpid() % 1000)
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "times.json")
+        mp.spawn(_ddp_worker, args=(world, name, label, steps, warmup, batch, t, out),
+                 nprocs=world)
+        with open(out) as f:
+            return json.load(f)
+
+
 def run(name: str, steps: int, warmup: int, batch: int, t: int, rounds: int,
-        compile_too: bool = False) -> list[dict]:
+        compile_too: bool = False, processes: int = 1) -> list[dict]:
     cfg = TransformerConfig(**CONFIGS[name], dropout=0.1, max_len=512)
     batches = make_batches(cfg, steps + warmup, batch, t)
-    builders = {"aiayn": Aiayn, "torch.nn.Transformer": TorchTransformerMT, "HF Marian": MarianMT}
+    builders = BUILDERS
     models = {}
     for label, build in builders.items():
         torch.manual_seed(0)
@@ -159,18 +205,21 @@ def run(name: str, steps: int, warmup: int, batch: int, t: int, rounds: int,
             torch.manual_seed(0)
             models[f"{label} + compile"] = build(cfg)
             models[f"{label} + compile"].compile()
-    times: dict[str, list[float]] = {k: [] for k in models}
+    ddp = {f"{label} ({processes} processes)": label for label in builders} if processes > 1 else {}
+    times: dict[str, list[float]] = {k: [] for k in [*models, *ddp]}
     for _ in range(rounds):  # interleave rounds so drifts in machine load hit all models alike
         for label, model in models.items():
             times[label] += time_training(model, batches, warmup)
+        for label, base in ddp.items():
+            times[label] += time_ddp(name, base, processes, steps, warmup, batch, t)
     peak = matmul_peak()
     flops = model_flops(cfg, batch, t)
     rows = []
     for label, ts in times.items():
         step = statistics.median(ts)
+        params = models[ddp.get(label, label)].parameters()
         rows.append(dict(config=name, model=label, step_s=step, tok_s=batch * t / step,
-                         mfu=flops / step / peak, peak=peak,
-                         params=sum(p.numel() for p in models[label].parameters())))
+                         mfu=flops / step / peak, peak=peak, params=sum(p.numel() for p in params)))
     best_peer = max(r["tok_s"] for r in rows if not r["model"].startswith("aiayn"))
     for r in rows:
         r["vs_best_peer"] = r["tok_s"] / best_peer
@@ -197,6 +246,8 @@ def main() -> None:
     p.add_argument("--threads", type=int, default=None, help="torch intra-op threads (default: torch's)")
     p.add_argument("--compile", action="store_true",
                    help="also every model under torch.compile (compiled during the warmup steps)")
+    p.add_argument("--processes", type=int, default=1,
+                   help="also every model as this many DDP processes of 1 thread (gloo)")
     args = p.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -204,8 +255,14 @@ def main() -> None:
     rows = []
     for name in args.configs:
         rows += run(name, args.steps, args.warmup, args.batch, args.tokens, args.rounds,
-                    args.compile)
+                    args.compile, args.processes)
         print(table(rows), flush=True)
+    for name in args.configs:
+        mine = [r for r in rows if r["config"] == name]
+        ours = max((r for r in mine if r["model"].startswith("aiayn")), key=lambda r: r["tok_s"])
+        peer = max((r for r in mine if not r["model"].startswith("aiayn")), key=lambda r: r["tok_s"])
+        print(f"{name}: best modes: {ours['model']} {ours['tok_s']:,.0f} tok/s vs {peer['model']} "
+              f"{peer['tok_s']:,.0f} tok/s = {ours['tok_s'] / peer['tok_s']:.2f}x")
     print(f"\ntorch {torch.__version__}, {torch.get_num_threads()} threads, {platform.processor() or platform.machine()}; "
           f"fp32 matmul peak {rows[0]['peak'] / 1e9:.0f} GFLOP/s")
 
