@@ -15,6 +15,16 @@ from test_lm_cli import _train
 transformers = pytest.importorskip("transformers")
 
 
+def exported(model_dir, out, auto: str, architecture: str | None = None):
+    """`aiayn export hf` of `model_dir` into `out`, read back by transformers' Auto classes:
+    (the model, in eval mode, and its tokenizer). `architecture`: the class it must be."""
+    assert main(["export", "hf", "--model", str(model_dir), "--out", str(out)]) == 0
+    hf = getattr(transformers, auto).from_pretrained(out).eval()
+    if architecture is not None:
+        assert type(hf).__name__ == architecture
+    return hf, transformers.AutoTokenizer.from_pretrained(out)
+
+
 @pytest.fixture(scope="module")
 def lm_folder(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("export")
@@ -28,11 +38,8 @@ def lm_folder(tmp_path_factory):
 def test_exported_language_model_is_a_gpt2_with_the_same_logits_and_greedy_tokens(
         lm_folder, tmp_path, capsys):
     out = tmp_path / "hf"
-    assert main(["export", "hf", "--model", str(lm_folder), "--out", str(out)]) == 0
+    hf, hf_tok = exported(lm_folder, out, "AutoModelForCausalLM", "GPT2LMHeadModel")
     assert "GPT2LMHeadModel" in capsys.readouterr().out
-    hf = transformers.AutoModelForCausalLM.from_pretrained(out).eval()
-    hf_tok = transformers.AutoTokenizer.from_pretrained(out)
-    assert type(hf).__name__ == "GPT2LMHeadModel"
     lm = aiayn.load(lm_folder)
     text = "the quick brown fox"
     assert hf_tok(text)["input_ids"] == lm.tokenizer.encode(text)
@@ -81,10 +88,8 @@ def classifier_folder(tmp_path_factory):
 def test_exported_classifier_is_a_bert_with_the_same_tokens_and_logits(classifier_folder,
                                                                          tmp_path):
     out = tmp_path / "hf"
-    assert main(["export", "hf", "--model", str(classifier_folder), "--out", str(out)]) == 0
-    hf = transformers.AutoModelForSequenceClassification.from_pretrained(out).eval()
-    hf_tok = transformers.AutoTokenizer.from_pretrained(out)
-    assert type(hf).__name__ == "BertForSequenceClassification"
+    hf, hf_tok = exported(classifier_folder, out, "AutoModelForSequenceClassification",
+                          "BertForSequenceClassification")
     enc = aiayn.load(classifier_folder)
     texts = ["my ocean is big", "the old tomato", "a"]
     batch = hf_tok(texts, padding=True, return_tensors="pt")
@@ -99,10 +104,7 @@ def test_exported_classifier_is_a_bert_with_the_same_tokens_and_logits(classifie
 def test_exported_masked_lm_is_a_bert_for_masked_lm_that_knows_its_mask(classifier_folder,
                                                                        tmp_path):
     out = tmp_path / "hf"
-    assert main(["export", "hf", "--model", str(classifier_folder / "pretrain"), "--out",
-                 str(out)]) == 0
-    hf = transformers.AutoModelForMaskedLM.from_pretrained(out).eval()
-    hf_tok = transformers.AutoTokenizer.from_pretrained(out)
+    hf, hf_tok = exported(classifier_folder / "pretrain", out, "AutoModelForMaskedLM")
     enc = aiayn.load(classifier_folder / "pretrain")
     assert hf_tok.mask_token == "[MASK]" and hf_tok.mask_token_id == enc.special["mask"]
     ids = hf_tok(["my [MASK] is big"], return_tensors="pt")["input_ids"]
@@ -171,10 +173,7 @@ def test_exported_translator_is_a_marian_with_the_same_logits_and_translations(
     from test_translator import digit_pairs
 
     out = tmp_path / "hf"
-    assert main(["export", "hf", "--model", str(translation_folder), "--out", str(out)]) == 0
-    hf = transformers.AutoModelForSeq2SeqLM.from_pretrained(out).eval()
-    hf_tok = transformers.AutoTokenizer.from_pretrained(out)
-    assert type(hf).__name__ == "MarianMTModel"
+    hf, hf_tok = exported(translation_folder, out, "AutoModelForSeq2SeqLM", "MarianMTModel")
     mt = aiayn.load(translation_folder)
     sources = [s for s, _ in digit_pairs(6, 7)]
     ids = [mt.tokenizer.encode(s) for s in sources]
@@ -404,9 +403,7 @@ def test_an_opus_mt_folder_imports_and_translates_as_transformers_does(opus_mt_f
             longest = max(longest, hf_ids.index(0))
     assert same >= 2 and longest >= 5  # not only translations that end at once
     # Exported again, it is a Marian whose tokenizer appends </s>, with the same logits.
-    assert main(["export", "hf", "--model", str(out), "--out", str(tmp_path / "again")]) == 0
-    again = transformers.AutoModelForSeq2SeqLM.from_pretrained(tmp_path / "again").eval()
-    again_tok = transformers.AutoTokenizer.from_pretrained(tmp_path / "again")
+    again, again_tok = exported(out, tmp_path / "again", "AutoModelForSeq2SeqLM")
     ids = again_tok([sentences[0]])["input_ids"][0]
     assert ids == mt.encode_source(sentences[0])
     with torch.no_grad():

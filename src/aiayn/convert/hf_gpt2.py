@@ -103,19 +103,28 @@ def to_hf_state_dict(model: DecoderLM) -> dict[str, Tensor]:
         out[dst + "attn.c_attn.weight"] = _linear(torch.cat(qkv, dim=0))  # (3D, D) -> (D, 3D)
         out[dst + "attn.c_attn.bias"] = torch.cat([ours[f"{src}self_attn.{n}_proj.bias"]
                                                    for n in "qkv"])
-        for theirs, mine in _LINEARS.items():
-            out[f"{dst}{theirs}.weight"] = _linear(ours[f"{src}{mine}.weight"])
-            out[f"{dst}{theirs}.bias"] = ours[f"{src}{mine}.bias"]
-        for theirs, mine in _NORMS.items():
-            for p in ("weight", "bias"):
-                out[f"{dst}{theirs}.{p}"] = ours[f"{src}{mine}.{p}"]
+        for theirs, mine, conv1d in _layer_names(i):
+            out["transformer." + theirs] = _linear(ours[mine]) if conv1d else ours[mine]
     out["lm_head.weight"] = ours["embed.tokens.weight" if model.config.tie_embeddings
                                  else "output.weight"]
     return {k: v.detach().float().contiguous().clone() for k, v in out.items()}
 
 
 def _linear(conv1d_weight: Tensor) -> Tensor:
-    return conv1d_weight.t().contiguous()  # Conv1D (in, out) -> Linear (out, in)
+    return conv1d_weight.t().contiguous()  # Conv1D (in, out) -> Linear (out, in); and back
+
+
+def _layer_names(i: int) -> list[tuple[str, str, bool]]:
+    """(GPT-2 name, aiayn name, whether it is a Conv1D weight, transposed between the two) of
+    layer i's parameters other than the fused c_attn: the same list for import and export."""
+    src, dst = f"h.{i}.", f"decoder.layers.{i}."
+    names = []
+    for theirs, ours in _LINEARS.items():
+        names += [(f"{src}{theirs}.weight", f"{dst}{ours}.weight", True),
+                  (f"{src}{theirs}.bias", f"{dst}{ours}.bias", False)]
+    for theirs, ours in _NORMS.items():
+        names += [(f"{src}{theirs}.{p}", f"{dst}{ours}.{p}", False) for p in ("weight", "bias")]
+    return names
 
 
 def _layer(hf: Mapping[str, Tensor], i: int) -> dict[str, Tensor]:
@@ -125,12 +134,8 @@ def _layer(hf: Mapping[str, Tensor], i: int) -> dict[str, Tensor]:
     qb, kb, vb = hf[src + "attn.c_attn.bias"].chunk(3, dim=0)
     for name, w, b in (("q_proj", q, qb), ("k_proj", k, kb), ("v_proj", v, vb)):
         out[f"{dst}self_attn.{name}.weight"], out[f"{dst}self_attn.{name}.bias"] = w, b
-    for theirs, ours in _LINEARS.items():
-        out[f"{dst}{ours}.weight"] = _linear(hf[f"{src}{theirs}.weight"])
-        out[f"{dst}{ours}.bias"] = hf[f"{src}{theirs}.bias"]
-    for theirs, ours in _NORMS.items():
-        for p in ("weight", "bias"):
-            out[f"{dst}{ours}.{p}"] = hf[f"{src}{theirs}.{p}"]
+    for theirs, ours, conv1d in _layer_names(i):
+        out[ours] = _linear(hf[theirs]) if conv1d else hf[theirs]
     return out
 
 
