@@ -97,12 +97,15 @@ def _main(argv: list[str] | None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
-    if int(os.environ.get("WORLD_SIZE", "1")) > 1 and not getattr(args, "distributed", False):
-        # Every process would do the whole job and print it again: refuse, once.
-        if os.environ.get("RANK", "0") == "0":
-            print("aiayn: error: torchrun runs the training commands (train, lm train, classify "
-                  "train, vit train); run this one as a single process", file=sys.stderr)
-        return 2
+    if "WORLD_SIZE" in os.environ and not getattr(args, "distributed", False):
+        from aiayn.training.distributed import launched  # torch: only under a launcher
+
+        if launched():  # every process would do the whole job and print it again: refuse, once
+            if os.environ.get("RANK", "0") == "0":
+                print("aiayn: error: torchrun runs the training commands (train, lm train, "
+                      "classify train, vit train); run this one as a single process",
+                      file=sys.stderr)
+            return 2
     try:
         return int(args.func(args) or 0)
     except UserError as e:

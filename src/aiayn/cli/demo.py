@@ -95,8 +95,8 @@ def _attention_figure(translator, source: str, path: Path) -> Path:
 
     src_tokens, tgt_tokens, weights = translator.cross_attention(source)
     layer = weights.shape[0]
-    fig = plot_attention(weights[-1], tgt_tokens, src_tokens, q_name="decoder input (German, <s> + output)",
-                         k_name="input (English)",
+    fig = plot_attention(weights[-1], tgt_tokens, src_tokens,
+                         q_name="decoder input (German, <s> + output)", k_name="input (English)",
                          title=f"Cross-attention, last layer ({layer}): {source!r}")
     return save_figure(fig, path.with_suffix(""), formats=("png",))[0]
 

@@ -145,10 +145,10 @@ def _eval(args: argparse.Namespace) -> int:
     pairs = read_parallel(args.src, args.ref)
     _set_threads(args)
     translator = Translator.load(args.model, device=args.device, checkpoint=args.checkpoint)
-    start = time.perf_counter()
     search = translator.search_options(args.beam, args.alpha, args.length_penalty,
                                        args.early_stopping)
-    hyps = translator.translate([s for s, _ in pairs], **_translate_opts(args))
+    start = time.perf_counter()
+    hyps = translator.translate([s for s, _ in pairs], **{**_translate_opts(args), **search})
     seconds = time.perf_counter() - start
     scores = score_translations(hyps, [r for _, r in pairs])
     out_tokens = sum(len(translator.tokenizer.encode(h)) + 1 for h in hyps)

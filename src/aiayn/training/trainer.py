@@ -410,27 +410,28 @@ class Trainer:
         times = [budget * (1 - cfg.final_checkpoint_spacing * k) for k in range(1, n)]
         return sorted(t for t in times if t > self.elapsed)
 
+    def _pace(self) -> tuple[float, float | None]:
+        """(seconds since the run's clock started, steps per second of this run so far: None
+        before its first step). The clock includes earlier runs of a resumed one."""
+        elapsed = time.monotonic() - getattr(self, "_start", time.monotonic())
+        done = self.step - getattr(self, "_first_step", self.step)
+        return elapsed, done / max(elapsed - self.elapsed, 1e-9) if done > 0 else None
+
     def _expected_steps(self) -> int:
         """The step this run will end at: max_steps, or sooner where max_minutes runs out first
         at the pace of this run's steps so far."""
-        done = self.step - self._first_step
-        elapsed = time.monotonic() - self._start
-        if self.cfg.max_minutes is None or done <= 0:
+        elapsed, pace = self._pace()
+        if self.cfg.max_minutes is None or pace is None:
             return self.cfg.max_steps
-        pace = done / max(elapsed - self.elapsed, 1e-9)  # steps per second in this run
         left = max(0.0, self.cfg.max_minutes * 60 - elapsed)
         return min(self.cfg.max_steps, self.step + int(left * pace))
 
     def _time_left(self) -> str:
         """The time the run still needs: by max_minutes, or by the pace of this run's steps."""
-        elapsed = time.monotonic() - getattr(self, "_start", time.monotonic())
-        left = []
+        elapsed, pace = self._pace()
+        left = [] if pace is None else [(self.cfg.max_steps - self.step) / pace]
         if self.cfg.max_minutes is not None:
             left.append(self.cfg.max_minutes * 60 - elapsed)
-        done = self.step - getattr(self, "_first_step", 0)
-        if done > 0:
-            run_time = elapsed - self.elapsed
-            left.append((self.cfg.max_steps - self.step) * run_time / done)
         if not left:
             return "time left unknown"
         seconds = max(0, int(min(left)))
