@@ -86,6 +86,36 @@ seconds = time.perf_counter() - start
 open(hyp, "w", encoding="utf-8").writelines(o + "\\n" for o in out)
 print(json.dumps({"seconds": seconds}))
 """
+# log p(reference | source) summed over each test reference's pieces and </s> (nats), teacher
+# forced, as aiayn's Translator.score; both cut to MAX_LEN pieces
+SCORE_SCRIPT = """
+import json, sys, torch
+from fairseq.models.transformer import TransformerModel
+ckpt, data_bin, spm_model, src, ref, max_len = sys.argv[1:7]
+hub = TransformerModel.from_pretrained(str(__import__("pathlib").Path(ckpt).parent),
+    checkpoint_file=ckpt.rsplit("/", 1)[1], data_name_or_path=data_bin, bpe="sentencepiece",
+    sentencepiece_model=spm_model).eval()
+model, n = hub.models[0], int(max_len)
+read = lambda path: open(path, encoding="utf-8").read().split("\\n")[:-1]
+out = []
+with torch.no_grad():
+    for s, r in zip(read(src), read(ref)):
+        s_ids = torch.cat([hub.encode(s)[:-1][:n - 1], hub.encode(s)[-1:]]).unsqueeze(0)
+        t_ids = torch.cat([hub.encode(r)[:-1][:n - 1], hub.encode(r)[-1:]])
+        prev = torch.cat([t_ids[-1:], t_ids[:-1]]).unsqueeze(0)  # fairseq starts with </s>
+        logits, _ = model(s_ids, torch.tensor([s_ids.size(1)]), prev)
+        logp = torch.log_softmax(logits[0].float(), dim=-1)
+        out.append(float(logp.gather(-1, t_ids.unsqueeze(-1)).sum()))
+print(json.dumps({"logprob": out}))
+"""
+AIAYN_SCORE_SCRIPT = """
+import json, sys
+from aiayn.tasks.translation import Translator
+model, src, ref = sys.argv[1:4]
+read = lambda path: open(path, encoding="utf-8").read().split("\\n")[:-1]
+scores = Translator.load(model).score(read(src), read(ref))
+print(json.dumps({"logprob": [s["logprob"] for s in scores]}))
+"""
 
 
 def run(cmd: list, env: dict | None = None, log: Path | None = None) -> str:
@@ -275,6 +305,20 @@ def decode(system: str, model: Path, data: dict, beam: int, hyp: Path, threads: 
     return float(json.loads(out[out.index("{"):])["seconds"])
 
 
+def reference_nll(system: str, model: Path, data: dict, threads: int, log: Path) -> float:
+    """-log p(reference | source) per test sentence in nats, averaged: what training taught the
+    model, apart from search, and comparable across the two tokenizers (it is the probability
+    of the whole reference string, however it is cut into pieces)."""
+    if system == "aiayn":
+        cmd = [sys.executable, "-c", AIAYN_SCORE_SCRIPT, model, data["src"], data["ref"]]
+    else:
+        cmd = [VPY, "-c", SCORE_SCRIPT, model.resolve(), data["bin"].resolve(), data["spm"],
+               data["src"], data["ref"], MAX_LEN]
+    out = run(cmd, env=thread_env(threads), log=log)
+    logprob = json.loads(out[out.index("{"):])["logprob"]
+    return round(-sum(logprob) / len(logprob), 2)
+
+
 def score(hyp: Path, ref: Path) -> dict:
     """sacreBLEU and chrF of detokenized hypotheses, one scorer for both systems."""
     hyps = hyp.read_text(encoding="utf-8").splitlines()
@@ -308,7 +352,9 @@ def run_seed(work: Path, data: dict, seed: int, args) -> dict:
                 hyp = work / f"{system}-s{seed}-{when}-beam{beam}.hyp"
                 seconds = decode(system, model, data, beam, hyp, args.threads)
                 if beam == 4:
-                    r[when] = {"step": step, **score(hyp, data["ref"])}
+                    r[when] = {"step": step, **score(hyp, data["ref"]),
+                               "ref_nll": reference_nll(system, model, data, args.threads,
+                                                          hyp.with_suffix(".nll.log"))}
                 if when == "final":
                     r[f"beam{beam}_sentences_per_s"] = round(data["n_test"] / seconds, 1)
     return res
@@ -319,8 +365,11 @@ ROWS = [  # (label, how to read it from one system's results)
     ("training target tokens/s", lambda r: r["tokens_per_s"]),
     ("BLEU at equal updates", lambda r: r.get("equal_updates", {}).get("bleu")),
     ("chrF at equal updates", lambda r: r.get("equal_updates", {}).get("chrf")),
+    ("reference NLL at equal updates (nats/sentence)",
+     lambda r: r.get("equal_updates", {}).get("ref_nll")),
     ("BLEU at equal time (final)", lambda r: r["final"]["bleu"]),
     ("chrF at equal time (final)", lambda r: r["final"]["chrf"]),
+    ("reference NLL at equal time (nats/sentence)", lambda r: r["final"]["ref_nll"]),
     ("greedy decoding sentences/s", lambda r: r["beam1_sentences_per_s"]),
     ("beam-4 decoding sentences/s", lambda r: r["beam4_sentences_per_s"]),
     ("words per beam-4 translation (final)", lambda r: r["final"]["hyp_words"]),

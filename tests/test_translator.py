@@ -145,3 +145,27 @@ def test_beam_search_does_not_stop_while_a_live_hypothesis_can_win():
     from aiayn.generation.search import beam_search
     for beam in (2, 3, 4):
         assert beam_search(model, src, beam=beam, **ids) == [[A, A, A, A]]
+
+
+def test_score_is_the_teacher_forced_log_likelihood(translator):
+    """Translator.score: batch-size independent, equal to the training loss's NLL of the same
+    pairs, and higher for the right translation than for a wrong one."""
+    pairs = digit_pairs(12, 9)
+    src, tgt = [s for s, _ in pairs], [t for _, t in pairs]
+    batched = translator.score(src, tgt, batch_size=64)
+    one_by_one = [translator.score([s], [t], batch_size=1)[0] for s, t in pairs]
+    for a, b in zip(batched, one_by_one, strict=True):
+        assert a["tokens"] == b["tokens"]
+        assert a["logprob"] == pytest.approx(b["logprob"], abs=1e-4)
+    from aiayn.data.batching import collate
+    from aiayn.training.losses import label_smoothed_nll
+    tok = translator.tokenizer
+    batch = collate([(tok.encode(s), tok.encode(t)) for s, t in pairs])
+    with torch.no_grad():
+        _, nll, n = label_smoothed_nll(translator.model(batch.src, batch.tgt_in), batch.tgt_out, 0.0)
+    assert n == sum(s["tokens"] for s in batched)
+    assert -sum(s["logprob"] for s in batched) == pytest.approx(float(nll), rel=1e-5)
+    wrong = translator.score(src, tgt[1:] + tgt[:1])
+    assert sum(s["logprob"] for s in batched) > sum(s["logprob"] for s in wrong) + 10
+    with pytest.raises(UserError, match="2 sources but 1 targets"):
+        translator.score(["1", "2"], ["eins"])

@@ -301,6 +301,32 @@ class Translator:
         return [self.tokenizer.decode(t) for t in out]
 
     @torch.no_grad()
+    def score(self, sources: Sequence[str], targets: Sequence[str],
+              batch_size: int = 64) -> list[dict[str, float]]:
+        """Teacher-forced log-likelihood of each target given its source (fairseq-generate's
+        --score-reference): per pair {"logprob": sum of log p over the target's subwords and
+        </s> (nats), "tokens": how many}. Sentences longer than max_len are cut to it.
+
+        The sum is the log-probability of the whole target string, so it compares models whose
+        tokenizers differ (as per-token perplexity does not)."""
+        if len(sources) != len(targets):
+            raise UserError(f"{len(sources)} sources but {len(targets)} targets")
+        limit = self.model.config.max_len
+        pairs = [(self.encode_source(s)[:limit], self.tokenizer.encode(t.strip())[:limit - 1])
+                 for s, t in zip(sources, targets, strict=True)]
+        out: list[dict[str, float]] = []
+        for start in range(0, len(pairs), batch_size):
+            batch = collate(pairs[start:start + batch_size])
+            logits = self.model(batch.src.to(self.device), batch.tgt_in.to(self.device))
+            logp = torch.log_softmax(logits.float(), dim=-1)
+            tgt = batch.tgt_out.to(self.device)
+            token_lp = logp.gather(-1, tgt.unsqueeze(-1)).squeeze(-1).masked_fill(tgt == PAD, 0)
+            for row, n in zip(token_lp.sum(-1).tolist(), (tgt != PAD).sum(-1).tolist(),
+                              strict=True):
+                out.append({"logprob": row, "tokens": n})
+        return out
+
+    @torch.no_grad()
     def cross_attention(self, source: str, translation: str | None = None):
         """Encoder-decoder attention of one sentence pair (teacher-forced on `translation`,
         by default the model's own greedy translation).
