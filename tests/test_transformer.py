@@ -168,3 +168,31 @@ def test_pre_norm_variant_has_final_norms():
 def test_config_is_the_models_config():
     cfg = TransformerConfig(vocab_size=40, d_model=16, n_heads=2, d_ff=32, n_layers=1)
     assert Transformer(cfg).config is cfg
+
+
+def test_selected_positions_give_the_same_loss_and_gradients_as_all_positions():
+    """Training's forward(select=non-pad targets) skips the padding in the output projection; the
+    label-smoothed loss, its token count and every gradient equal the full forward's."""
+    from aiayn.data.batching import collate
+    from aiayn.tasks.translation import translation_loss
+
+    torch.manual_seed(1)
+    pairs = [([5, 6, 7, 8, 9], [10, 11]), ([12, 13], [14, 15, 16, 17, 18, 19]), ([20], [21])]
+    batch = collate(pairs)
+    assert (batch.tgt_out == PAD).any()  # the test needs padded targets
+
+    def run(selected: bool):
+        model = _tiny()
+        if selected:
+            loss, n, stats = translation_loss(0.1)(model, batch)
+        else:  # the reference: logits at every position, padding masked in the loss
+            from aiayn.training.losses import label_smoothed_nll
+            loss, _, n = label_smoothed_nll(model(batch.src, batch.tgt_in), batch.tgt_out, 0.1, PAD)
+        loss.backward()
+        return loss.detach(), n, {k: p.grad.clone() for k, p in model.named_parameters()}
+
+    (loss_s, n_s, g_s), (loss_a, n_a, g_a) = run(True), run(False)
+    assert n_s == n_a == int((batch.tgt_out != PAD).sum())
+    torch.testing.assert_close(loss_s, loss_a, rtol=1e-6, atol=1e-6)
+    for name in g_a:
+        torch.testing.assert_close(g_s[name], g_a[name], rtol=1e-5, atol=1e-7, msg=name)

@@ -141,9 +141,11 @@ def translation_loss(eps: float) -> Callable[[nn.Module, Batch], tuple[torch.Ten
     """§5.4 label-smoothed cross-entropy, summed over non-pad target tokens."""
 
     def loss_fn(model: nn.Module, batch: Batch):
-        logits = model(batch.src, batch.tgt_in)  # (B, T, V)
-        loss, nll, n = label_smoothed_nll(logits, batch.tgt_out, eps, PAD)
-        correct, _ = token_accuracy(logits, batch.tgt_out, PAD)
+        keep = batch.tgt_out != PAD
+        logits = model(batch.src, batch.tgt_in, select=keep)  # (N, V): non-pad targets only
+        target = batch.tgt_out[keep]
+        loss, nll, n = label_smoothed_nll(logits, target, eps, None)
+        correct, _ = token_accuracy(logits, target, None)
         return loss, n, {"nll": nll, "accuracy": correct}
 
     return loss_fn
