@@ -65,6 +65,9 @@ def test_load_returns_a_translator_that_learned_the_task(translator, model_dir):
     assert exact >= 0.7, exact  # from 0% before training; a few seconds of it on a tiny model
     assert translator.translate("3")[0] in WORDS  # a plain string works too
     assert (model_dir / "metrics.jsonl").read_text().count("valid_bleu") == 1  # final evaluation
+    # data.source_eos is off by default: the source is its subwords alone (§3.1)
+    assert translator.meta["source_eos"] is False
+    assert translator.encode_source("3 1 4") == translator.tokenizer.encode("3 1 4")
 
 
 @pytest.mark.parametrize("beam", [1, 3])
@@ -169,3 +172,22 @@ def test_score_is_the_teacher_forced_log_likelihood(translator):
     assert sum(s["logprob"] for s in batched) > sum(s["logprob"] for s in wrong) + 10
     with pytest.raises(UserError, match="2 sources but 1 targets"):
         translator.score(["1", "2"], ["eins"])
+
+
+def test_source_eos_is_trained_recorded_and_read_back(tmp_path):
+    """data.source_eos=true: every training source ends with </s>, the folder records it, and the
+    loaded Translator gives </s> after the source as training did (translate, score, attention)."""
+    from aiayn.data.special import EOS
+    from aiayn.tasks.translation import encode_pairs
+
+    exp = tiny_experiment(tmp_path, steps=20, save_every=0)
+    exp.data.source_eos = True
+    _, out = train_translation(exp, out=tmp_path / "model", say=lambda m: None)
+    loaded = aiayn.load(out)
+    assert loaded.meta["source_eos"] is True
+    assert loaded.encode_source("3 1 4") == loaded.tokenizer.encode("3 1 4") + [EOS]
+    ids = encode_pairs(loaded.tokenizer, [("3 1 4", "drei eins vier")], 64, source_eos=True)
+    assert ids[0][0] == loaded.encode_source("3 1 4")
+    src_tokens, _, _ = loaded.cross_attention("3 1 4")
+    assert src_tokens[-1] == "</s>"
+    assert len(loaded.translate(["3 1 4", "5"], beam=2)) == 2

@@ -61,6 +61,7 @@ class DataConfig(Config):
     tokenizer: str = "bpe"  # §5.1: byte-pair encoding, one vocabulary for both languages
     vocab_size: int = 8000  # joint source-target subword vocabulary (§5.1)
     split_digits: bool = True  # every digit a token; false: digit runs may merge (SentencePiece)
+    source_eos: bool = False  # end every source with </s> (fairseq, tensor2tensor, Marian)
     max_train_pairs: int | None = None  # use only the first N training pairs
     valid_pairs: int = 500  # validation pairs scored (loss and BLEU) at each evaluation
     valid_beam: int = 1  # beam for validation BLEU (1 = greedy: fast)
@@ -118,8 +119,12 @@ def load_pairs(data: DataConfig) -> dict[str, list[Pair]]:
     return splits
 
 
-def encode_pairs(tok: Tokenizer, pairs: Sequence[Pair], max_len: int):
+def encode_pairs(tok: Tokenizer, pairs: Sequence[Pair], max_len: int, source_eos: bool = False):
+    """(source ids, target ids) of the pairs that fit max_len; with `source_eos` each source
+    ends with </s>, as Translator.encode_source gives it to a model trained so."""
     src = tok.encode_batch([s for s, _ in pairs])
+    if source_eos:
+        src = [ids + [EOS] for ids in src]
     tgt = tok.encode_batch([t for _, t in pairs])
     keep, _ = filter_long(list(zip(src, tgt, strict=True)), max_len)
     return [(src[i], tgt[i]) for i in keep]
@@ -420,11 +425,12 @@ def train_translation(exp: Experiment, resume: bool = False, out: str | Path | N
                               data.tokenizer, data.split_digits)
     distributed.check_same(tok.to_json(), "the tokenizer")
     model_cfg = exp.model_config(vocab_size=tok.vocab_size, pad_id=PAD)
-    train_ids = encode_pairs(tok, splits["train"], model_cfg.max_len)
+    train_ids = encode_pairs(tok, splits["train"], model_cfg.max_len, data.source_eos)
     if len(splits["valid"]) > data.valid_pairs and not data.corpus:  # the user's own file
         say(f"warning: validation uses the first {data.valid_pairs} of {len(splits['valid'])} "
             "pairs (data.valid_pairs)")
-    valid_ids = encode_pairs(tok, splits["valid"][:data.valid_pairs], model_cfg.max_len)
+    valid_ids = encode_pairs(tok, splits["valid"][:data.valid_pairs], model_cfg.max_len,
+                             data.source_eos)
     if not train_ids:
         raise UserError(f"no training pair fits max_len={model_cfg.max_len}")
     say(f"data: {len(train_ids)} training pairs, {len(valid_ids)} validation pairs, "
@@ -434,7 +440,7 @@ def train_translation(exp: Experiment, resume: bool = False, out: str | Path | N
     say(f"model: {model.num_parameters():,} parameters (d_model {model_cfg.d_model}, "
         f"{model_cfg.n_encoder_layers}+{model_cfg.n_decoder_layers} layers)")
     evaluate = make_evaluate(tok, valid_ids, data, cfg.label_smoothing, cfg.max_tokens)
-    meta = {**(meta or {}), "task": "translation",
+    meta = {**(meta or {}), "task": "translation", "source_eos": data.source_eos,
             "example": (splits["valid"] or splits["train"])[0][0][:EXAMPLE_CHARS],
             "experiment": {"model": exp.model, "data": data.to_dict(), "train": cfg.to_dict()}}
     if not resume and here.is_main:
