@@ -86,6 +86,9 @@ def test_translate_arguments_and_stdin_in_order(trained, capsys, monkeypatch):
     assert code == 0 and len(out2.splitlines()) == 3 and out2.splitlines()[1] == ""
     from aiayn import load
     assert out2.splitlines() == load(model).translate(lines, beam=1)
+    code, out3, _ = run(capsys, "translate", "--model", model, "1 2", "3", "--beam", "2",
+                        "--batch-size", "1", "--workers", "2")  # two decoding processes
+    assert code == 0 and out3 == out
 
 
 def test_eval_reports_sacrebleu_chrf_exact_match_and_speed(trained, capsys):

@@ -191,3 +191,34 @@ def test_source_eos_is_trained_recorded_and_read_back(tmp_path):
     src_tokens, _, _ = loaded.cross_attention("3 1 4")
     assert src_tokens[-1] == "</s>"
     assert len(loaded.translate(["3 1 4", "5"], beam=2)) == 2
+
+
+@pytest.mark.parametrize("beam", [1, 3])
+def test_worker_processes_give_the_same_translations(translator, beam):
+    """translate(workers=2): two forked CPU processes decode alternate batches; the output is
+    what one process gives, in input order."""
+    sources = [s for s, _ in digit_pairs(40, 11)]
+    one = translator.translate(sources, beam=beam, batch_size=8)
+    assert translator.translate(sources, beam=beam, batch_size=8, workers=2) == one
+    assert translator.translate(sources, beam=beam, batch_size=8, workers=3) == one
+
+
+def test_map_batches_keeps_order_and_reports_a_failing_worker():
+    from aiayn.errors import ConfigError
+    from aiayn.generation.workers import check_workers, map_batches
+
+    batches = [[i, i + 1] for i in range(7)]
+    assert map_batches(sum, batches, workers=3) == [sum(b) for b in batches]
+    assert map_batches(sum, batches[:1], workers=4) == [1]  # more workers than batches
+
+    def fail_on_five(batch):
+        if batch[0] == 5:  # batch 5, which worker 5 % 2 = 1 decodes
+            raise ValueError("bad batch")
+        return sum(batch)
+
+    with pytest.raises(UserError, match="decoding worker 1 failed: ValueError: bad batch"):
+        map_batches(fail_on_five, batches, workers=2)
+    with pytest.raises(ConfigError, match="workers=0"):
+        check_workers(0, "cpu")
+    with pytest.raises(ConfigError, match="for the CPU"):
+        check_workers(2, "cuda")

@@ -3,7 +3,7 @@ lives in aiayn.cli.demo).
 
     aiayn train CONFIG [key=value ...] [--out DIR] [--resume]   CONFIG: file, built-in or preset
     aiayn translate --model DIR [--beam 4] [--alpha 0.6] [--length-penalty gnmt|avg]
-                    [--early-stopping exact|first_k|current_length] [--threads N] [TEXT ...]
+                    [--early-stopping exact|first_k|current_length] [--threads N] [--workers N] [TEXT ...]
     aiayn eval --model DIR --src FILE --ref FILE [--json] [--hyp FILE] (and translate's options)
     aiayn average --model DIR [--last 5] --out DIR2      (§6.1 checkpoint averaging)
 
@@ -87,6 +87,9 @@ def _model_args(p: argparse.ArgumentParser) -> None:
                    help="use the weights saved at this training step (checkpoints/)")
     p.add_argument("--threads", type=positive_int, default=None,
                    help="CPU threads for decoding (default: torch's, usually the core count)")
+    p.add_argument("--workers", type=positive_int, default=1,
+                   help="CPU processes decoding batches side by side, the threads divided among "
+                        "them (default 1; 2 on 2 cores decoded 1.3-1.6x as fast; same output)")
 
 
 def _set_threads(args: argparse.Namespace) -> None:
@@ -102,7 +105,8 @@ def _threads() -> int:
 
 def _decode_opts(args: argparse.Namespace) -> dict:
     return dict(beam=args.beam, alpha=args.alpha, length_penalty=args.length_penalty,
-                batch_size=args.batch_size, early_stopping=args.early_stopping)
+                batch_size=args.batch_size, early_stopping=args.early_stopping,
+                workers=args.workers)
 
 
 def _translate_opts(args: argparse.Namespace) -> dict:
