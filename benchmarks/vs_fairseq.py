@@ -11,7 +11,8 @@ are scored the same way. Measured, per system and seed:
     excluded: `aiayn eval` times it itself; for fairseq a few lines run in its venv time
     `TransformerModel.from_pretrained(...).translate()` (the hub interface, fairseq's own
     SequenceGenerator, length-sorted batches of 64), since fairseq-generate/-interactive report
-    only model time or totals including loading.
+    only model time or totals including loading; and each system in its best mode: aiayn with
+    `--workers 2` (two decoding processes of one thread, the same output), fairseq as above.
 
 Setup (done by the script, idempotent): a venv for fairseq under benchmarks/.peers/ with the CPU
 torch 2.13.0 and the PyPI source package fairseq-fixed 0.12.3.1; the corpus from
@@ -291,13 +292,16 @@ def fairseq_step_model(save_dir: Path, step: int, final: int) -> Path:
     return next(save_dir.glob(f"checkpoint_*_{step}.pt"))
 
 
-def decode(system: str, model: Path, data: dict, beam: int, hyp: Path, threads: int) -> float:
-    """Translate the test set (batch 64); returns the wall-clock seconds of decoding alone."""
+def decode(system: str, model: Path, data: dict, beam: int, hyp: Path, threads: int,
+           workers: int = 1) -> float:
+    """Translate the test set (batch 64); returns the wall-clock seconds of decoding alone.
+    workers: aiayn's decoding processes (`aiayn eval --workers`), the threads divided among them."""
     if system == "aiayn":
         out = run(["aiayn", "eval", "--model", model, "--src", data["src"], "--ref", data["ref"],
                    "--beam", beam, "--length-penalty", "avg", "--alpha", 1.0, "--batch-size", BATCH,
                    "--early-stopping", "first_k",  # fairseq's rule: a sentence stops at K finished
-                   "--json", "--hyp", hyp], env=thread_env(threads), log=hyp.with_suffix(".log"))
+                   "--workers", workers, "--json", "--hyp", hyp], env=thread_env(threads),
+                  log=hyp.with_suffix(".log"))
     else:
         out = run([VPY, "-c", DECODE_SCRIPT, model.resolve(), data["bin"].resolve(), data["spm"],
                    data["src"], hyp, beam, BATCH], env=thread_env(threads),
@@ -357,6 +361,13 @@ def run_seed(work: Path, data: dict, seed: int, args) -> dict:
                                                           hyp.with_suffix(".nll.log"))}
                 if when == "final":
                     r[f"beam{beam}_sentences_per_s"] = round(data["n_test"] / seconds, 1)
+                    # each system in its best mode: aiayn's worker processes (same output);
+                    # fairseq's hub interface decodes in one process
+                    best = seconds
+                    if system == "aiayn" and args.workers > 1:
+                        best = decode(system, model, data, beam, hyp.with_suffix(".workers.hyp"),
+                                      args.threads, args.workers)
+                    r[f"beam{beam}_best_sentences_per_s"] = round(data["n_test"] / best, 1)
     return res
 
 
@@ -372,6 +383,10 @@ ROWS = [  # (label, how to read it from one system's results)
     ("reference NLL at equal time (nats/sentence)", lambda r: r["final"]["ref_nll"]),
     ("greedy decoding sentences/s", lambda r: r["beam1_sentences_per_s"]),
     ("beam-4 decoding sentences/s", lambda r: r["beam4_sentences_per_s"]),
+    ("greedy sentences/s, best mode (aiayn --workers)",
+     lambda r: r.get("beam1_best_sentences_per_s")),
+    ("beam-4 sentences/s, best mode (aiayn --workers)",
+     lambda r: r.get("beam4_best_sentences_per_s")),
     ("words per beam-4 translation (final)", lambda r: r["final"]["hyp_words"]),
 ]
 
@@ -461,6 +476,8 @@ def main(argv: list[str] | None = None) -> dict:
                         help="time decoding alone on the models of an earlier full run in WORK "
                         "(both systems interleaved, --repeats times)")
     parser.add_argument("--repeats", type=int, default=3, help="with --decode-only (default 3)")
+    parser.add_argument("--workers", type=int, default=2,
+                        help="aiayn's decoding processes for the best-mode rows (default 2)")
     args = parser.parse_args(argv)
     args.minutes = args.minutes or (1.0 if args.quick else 12.0)
     args.save_every = args.save_every or (20 if args.quick else 200)
