@@ -74,6 +74,22 @@ def test_resume_continues_and_only_train_keys_may_change(trained, capsys, tmp_pa
     assert folder_digest(copy) == before
 
 
+def test_resume_a_folder_written_before_data_source_eos_existed(trained, capsys, tmp_path):
+    """A folder whose recorded data settings lack source_eos trained without it: it resumes with
+    the default, and refuses data.source_eos=true."""
+    tmp, config, model = trained
+    copy = tmp_path / "model"
+    import shutil
+    shutil.copytree(model, copy)
+    meta = json.loads((copy / "config.json").read_text())
+    del meta["experiment"]["data"]["source_eos"]
+    (copy / "config.json").write_text(json.dumps(meta))
+    code, _, err = run(capsys, "train", config, "--out", copy, "--resume", "data.source_eos=true")
+    assert code == 2 and "data.source_eos=True differs" in err and "(False)" in err
+    code, out, _ = run(capsys, "train", config, "--out", copy, "--resume", "train.max_steps=30")
+    assert code == 0 and "trained 30 steps" in out
+
+
 def test_translate_arguments_and_stdin_in_order(trained, capsys, monkeypatch):
     _, _, model = trained
     code, out, _ = run(capsys, "translate", "--model", model, "1 2", "3", "--beam", "2")

@@ -421,7 +421,9 @@ def train_translation(exp: Experiment, resume: bool = False, out: str | Path | N
     if here.is_main:
         check_out_folder(out, resume)
     if resume:
-        check_resume(out, {"model": exp.model, "data": exp.data.to_dict()})
+        # folders from before data.source_eos existed trained without it
+        check_resume(out, {"model": exp.model, "data": exp.data.to_dict()},
+                     added={"data.source_eos": False})
     cfg, data = exp.train, exp.data
     t0 = time.monotonic()
     splits = load_pairs(data)
