@@ -89,7 +89,7 @@ def _model_args(p: argparse.ArgumentParser) -> None:
                    help="CPU threads for decoding (default: torch's, usually the core count)")
     p.add_argument("--workers", type=positive_int, default=1,
                    help="CPU processes decoding batches side by side, the threads divided among "
-                        "them (default 1; 2 on 2 cores decoded 1.3-1.6x as fast; same output)")
+                        "them (default 1; 2 on 2 cores decoded 1.2-1.6x as fast; same output)")
 
 
 def _set_threads(args: argparse.Namespace) -> None:
