@@ -3,7 +3,8 @@ lives in aiayn.cli.demo).
 
     aiayn train CONFIG [key=value ...] [--out DIR] [--resume]   CONFIG: file, built-in or preset
     aiayn translate --model DIR [--beam 4] [--alpha 0.6] [--length-penalty gnmt|avg]
-                    [--early-stopping exact|first_k|current_length] [--threads N] [--workers N] [TEXT ...]
+                    [--early-stopping exact|first_k|current_length] [--threads N] [--workers N]
+                    [TEXT ...]
     aiayn eval --model DIR --src FILE --ref FILE [--json] [--hyp FILE] (and translate's options)
     aiayn average --model DIR [--last 5] --out DIR2      (§6.1 checkpoint averaging)
 

@@ -4,7 +4,8 @@ A decoding step multiplies small matrices (a few dozen rows against d_model x d_
 output projection): two threads share one such product poorly, while two processes of one thread
 each decode whole batches side by side and never meet. Measured on the project's 2-core machine
 (gettext test set, greedy and beam 4, batch 64): 2 processes x 1 thread decoded 1.2-1.6x as many
-sentences per second as 1 process x 2 threads (benchmarks/RESULTS.md, "Decoding in worker processes").
+sentences per second as 1 process x 2 threads (benchmarks/RESULTS.md, "Decoding in worker
+processes").
 
 The workers are forked from the caller, so they share its model without copying or pickling it,
 and each takes every N-th batch: length-sorted batches then spread evenly. Each batch is decoded
