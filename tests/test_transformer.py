@@ -184,7 +184,7 @@ def test_selected_positions_give_the_same_loss_and_gradients_as_all_positions():
     def run(selected: bool):
         model = _tiny()
         if selected:
-            loss, n, stats = translation_loss(0.1)(model, batch)
+            loss, n, _ = translation_loss(0.1)(model, batch)
         else:  # the reference: logits at every position, padding masked in the loss
             from aiayn.training.losses import label_smoothed_nll
             loss, _, n = label_smoothed_nll(model(batch.src, batch.tgt_in), batch.tgt_out, 0.1, PAD)

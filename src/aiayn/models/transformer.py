@@ -63,19 +63,20 @@ class Transformer(nn.Module):
         return self.encoder(self.src_embed(src), src_mask, return_attn=return_attn)
 
     def decode(self, tgt: Tensor, memory: Tensor, src_mask: Tensor | None = None,
-               cache: KVCache | None = None, return_attn: bool = False):
+               cache: KVCache | None = None, return_attn: bool = False,
+               select: Tensor | None = None):
         """tgt (B, T) -> logits (B, T, V) [, {"self": [...], "cross": [...]}].
 
         Decoder self-attention is causal. With a cache, `tgt` holds only the new positions (those
-        after `cache.length`); earlier keys/values come from the cache.
+        after `cache.length`); earlier keys/values come from the cache. `select` (B, T) bool:
+        the logits of those positions only, (N, V) in row-major order.
         """
         offset = cache.length if cache is not None else 0
         x = self.tgt_embed(tgt, offset)
         out = self.decoder(x, memory, None, src_mask, cache, return_attn)
-        if return_attn:
-            h, attn = out
-            return self.output(h), attn
-        return self.output(out)
+        h, attn = out if return_attn else (out, None)
+        logits = self.output(h if select is None else h[select])
+        return (logits, attn) if return_attn else logits
 
     def forward(self, src: Tensor, tgt: Tensor, return_attn: bool = False,
                 select: Tensor | None = None):
@@ -86,15 +87,11 @@ class Transformer(nn.Module):
         of a small model) and the softmax then skip the padding, ~12% of the target positions
         of a length-bucketed batch (§5.1), which otherwise cost ~5% of a training step."""
         src_mask = self.src_mask(src)
-        if select is not None and not return_attn:
-            memory = self.encode(src, src_mask)
-            h = self.decoder(self.tgt_embed(tgt), memory, None, src_mask)
-            return self.output(h[select])
         if return_attn:
             memory, enc_w = self.encode(src, src_mask, return_attn=True)
-            logits, dec_w = self.decode(tgt, memory, src_mask, return_attn=True)
+            logits, dec_w = self.decode(tgt, memory, src_mask, return_attn=True, select=select)
             return logits, {"encoder": enc_w, "decoder_self": dec_w["self"], "cross": dec_w["cross"]}
-        return self.decode(tgt, self.encode(src, src_mask), src_mask)
+        return self.decode(tgt, self.encode(src, src_mask), src_mask, select=select)
 
     def num_parameters(self) -> int:
         """Distinct parameters (tied matrices counted once)."""
