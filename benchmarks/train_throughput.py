@@ -8,6 +8,11 @@ measured in the same run.
     python benchmarks/train_throughput.py                 # both configs, writes a markdown table
     python benchmarks/train_throughput.py --configs small --steps 10
     python benchmarks/train_throughput.py --processes 2   # + every model data-parallel (DDP)
+    python benchmarks/train_throughput.py --bf16          # + every model under bf16 autocast
+
+With --bf16 every model also trains under CPU bf16 autocast (what train.precision=bf16 does for
+aiayn; the same torch.autocast around the peers' forward and loss), its MFU against a bf16 matmul
+peak measured in the same run.
 
 With --processes N every model also trains as N processes of 1 thread under PyTorch's
 DistributedDataParallel (gloo), each on 1/N of the same global batch: what `torchrun
@@ -104,9 +109,9 @@ class Aiayn(nn.Module):
         return self.model(src, tgt)
 
 
-def matmul_peak(seconds: float = 2.0, n: int = 2048) -> float:
-    """fp32 matmul FLOP/s on this machine, now (best of repeated n x n products)."""
-    a, b = torch.randn(n, n), torch.randn(n, n)
+def matmul_peak(seconds: float = 2.0, n: int = 2048, dtype: torch.dtype = torch.float32) -> float:
+    """Matmul FLOP/s on this machine in `dtype`, now (best of repeated n x n products)."""
+    a, b = torch.randn(n, n, dtype=dtype), torch.randn(n, n, dtype=dtype)
     a @ b
     best, end = 0.0, time.perf_counter() + seconds
     while time.perf_counter() < end:
@@ -138,14 +143,15 @@ def make_batches(cfg: TransformerConfig, n: int, batch: int, t: int, seed: int =
     return out
 
 
-def time_training(model: nn.Module, batches, warmup: int) -> list[float]:
+def time_training(model: nn.Module, batches, warmup: int, bf16: bool = False) -> list[float]:
     opt = torch.optim.Adam(model.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9)
     model.train()
     times = []
     for i, (src, tgt_in, tgt_out) in enumerate(batches):
         t0 = time.perf_counter()
-        logits = model(src, tgt_in)
-        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), tgt_out.reshape(-1),
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+            logits = model(src, tgt_in)
+        loss = F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), tgt_out.reshape(-1),
                                ignore_index=PAD, label_smoothing=0.1)
         loss.backward()
         opt.step()
@@ -193,7 +199,7 @@ def time_ddp(name: str, label: str, world: int, steps: int, warmup: int, batch: 
 
 
 def run(name: str, steps: int, warmup: int, batch: int, t: int, rounds: int,
-        compile_too: bool = False, processes: int = 1) -> list[dict]:
+        compile_too: bool = False, processes: int = 1, bf16: bool = False) -> list[dict]:
     cfg = TransformerConfig(**CONFIGS[name], dropout=0.1, max_len=512)
     batches = make_batches(cfg, steps + warmup, batch, t)
     builders = BUILDERS
@@ -206,20 +212,25 @@ def run(name: str, steps: int, warmup: int, batch: int, t: int, rounds: int,
             models[f"{label} + compile"] = build(cfg)
             models[f"{label} + compile"].compile()
     ddp = {f"{label} ({processes} processes)": label for label in builders} if processes > 1 else {}
-    times: dict[str, list[float]] = {k: [] for k in [*models, *ddp]}
+    half = {f"{label} + bf16": label for label in models} if bf16 else {}
+    times: dict[str, list[float]] = {k: [] for k in [*models, *ddp, *half]}
     for _ in range(rounds):  # interleave rounds so drifts in machine load hit all models alike
         for label, model in models.items():
             times[label] += time_training(model, batches, warmup)
+        for label, base in half.items():
+            times[label] += time_training(models[base], batches, warmup, bf16=True)
         for label, base in ddp.items():
             times[label] += time_ddp(name, base, processes, steps, warmup, batch, t)
     peak = matmul_peak()
+    peak_bf16 = matmul_peak(dtype=torch.bfloat16) if bf16 else None
     flops = model_flops(cfg, batch, t)
     rows = []
     for label, ts in times.items():
         step = statistics.median(ts)
-        params = models[ddp.get(label, label)].parameters()
+        params = models[ddp.get(label, half.get(label, label))].parameters()
+        top = peak_bf16 if label in half else peak
         rows.append(dict(config=name, model=label, step_s=step, tok_s=batch * t / step,
-                         mfu=flops / step / peak, peak=peak, params=sum(p.numel() for p in params)))
+                         mfu=flops / step / top, peak=top, params=sum(p.numel() for p in params)))
     best_peer = max(r["tok_s"] for r in rows if not r["model"].startswith("aiayn"))
     for r in rows:
         r["vs_best_peer"] = r["tok_s"] / best_peer
@@ -246,6 +257,8 @@ def main() -> None:
     p.add_argument("--threads", type=int, default=None, help="torch intra-op threads (default: torch's)")
     p.add_argument("--compile", action="store_true",
                    help="also every model under torch.compile (compiled during the warmup steps)")
+    p.add_argument("--bf16", action="store_true",
+                   help="also every model under CPU bf16 autocast (train.precision=bf16)")
     p.add_argument("--processes", type=int, default=1,
                    help="also every model as this many DDP processes of 1 thread (gloo)")
     args = p.parse_args()
@@ -255,7 +268,7 @@ def main() -> None:
     rows = []
     for name in args.configs:
         rows += run(name, args.steps, args.warmup, args.batch, args.tokens, args.rounds,
-                    args.compile, args.processes)
+                    args.compile, args.processes, args.bf16)
         print(table(rows), flush=True)
     for name in args.configs:
         mine = [r for r in rows if r["config"] == name]

@@ -203,3 +203,62 @@ def test_queries_grouped_over_one_key_row_equal_repeated_keys():
         assert cache.k.shape[0] == 2
         assert torch.equal(attn(query, memory, memory, mask, cache=cache),
                            attn(query, rep, rep, mask.repeat_interleave(3, 0)))
+
+
+@pytest.mark.parametrize("t", [6, 130])  # the CPU's matmul path (short) and its fused kernel
+@pytest.mark.parametrize("kind", ["padding", "causal", "causal_hint"])
+def test_training_paths_equal_the_reference_in_output_and_gradients(t, kind):
+    """With autograd on (training), both CPU paths of the fast attention give the reference's
+    output and the same gradients for every input; a query with no allowed key gets zeros and
+    finite gradients."""
+    from aiayn.nn.attention import SMALL_SCORES, _fast_attention
+
+    assert (t * t <= SMALL_SCORES) == (t == 6)
+    g = torch.Generator().manual_seed(0)
+    base = [torch.randn(2, 3, t, 8, generator=g) for _ in range(3)]
+    keys = torch.ones(2, t, dtype=torch.long)
+    keys[1, t // 2:] = 0
+    mask = padding_mask(keys, 0)
+    if kind == "padding":
+        mask = mask.expand(2, 1, t, t).clone()
+        mask[0, 0, 1] = False  # a query with no key
+    else:
+        mask = causal_mask(t)
+    results = []
+    for fast in (True, False):
+        q, k, v = (x.clone().requires_grad_() for x in base)
+        if fast:
+            hint = kind == "causal_hint"
+            out = _fast_attention(q, k, v, None if hint else mask, 0.0, hint)
+        else:
+            out, _ = scaled_dot_product_attention(q, k, v, mask)
+        out.backward(torch.ones_like(out))
+        results.append([out, q.grad, k.grad, v.grad])
+    for a, b in zip(*results, strict=True):
+        assert torch.isfinite(a).all()
+        torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-4)
+    if kind == "padding":
+        assert results[0][0][0, :, 1].abs().max() == 0
+
+
+@pytest.mark.parametrize("t", [6, 130])
+def test_bf16_autocast_attention_follows_fp32(t):
+    """Under CPU bf16 autocast the projections run in bf16 and the attention's softmax in fp32
+    (fused kernels in fp32 too): the output and gradients follow fp32's to bf16 precision."""
+    torch.manual_seed(0)
+    mha = MultiHeadAttention(32, 4)
+    x = torch.randn(2, t, 32)
+    keys = torch.ones(2, t, dtype=torch.long)
+    keys[1, t // 3:] = 0
+    mask = padding_mask(keys, 0)
+    outs, grads = [], []
+    for bf16 in (False, True):
+        mha.zero_grad()
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+            out = mha(x, x, x, mask)
+        assert out.dtype == (torch.bfloat16 if bf16 else torch.float32)
+        out.float().pow(2).sum().backward()
+        outs.append(out.float())
+        grads.append(mha.q_proj.weight.grad.clone())
+    torch.testing.assert_close(outs[1], outs[0], atol=3e-2, rtol=3e-2)
+    assert (grads[1] - grads[0]).norm() < 0.05 * grads[0].norm()

@@ -13,10 +13,10 @@ from aiayn.training.trainer import Trainer
 
 
 def test_auto_precision_is_bf16_only_where_the_hardware_computes_it(monkeypatch):
-    monkeypatch.setattr(devices, "cpu_has_amx_bf16", lambda: False)
+    monkeypatch.setattr(devices, "cpu_has_bf16", lambda: False)
     assert devices.resolve_precision("auto", "cpu") == ("fp32", "auto")
-    monkeypatch.setattr(devices, "cpu_has_amx_bf16", lambda: True)
-    assert devices.resolve_precision("auto", "cpu") == ("bf16", "auto: the CPU has AMX-bf16")
+    monkeypatch.setattr(devices, "cpu_has_bf16", lambda: True)
+    assert devices.resolve_precision("auto", "cpu") == ("bf16", "auto: the CPU computes bf16")
     assert devices.resolve_precision("auto", "mps")[0] == "fp32"
     assert devices.resolve_precision("fp16", "cpu") == ("fp16", "set")
     monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: True)
@@ -24,11 +24,11 @@ def test_auto_precision_is_bf16_only_where_the_hardware_computes_it(monkeypatch)
 
 
 def test_the_trainer_autocasts_to_the_precision_chosen(monkeypatch, tmp_path):
-    monkeypatch.setattr(devices, "cpu_has_amx_bf16", lambda: True)
+    monkeypatch.setattr(devices, "cpu_has_bf16", lambda: True)
     model = torch.nn.Linear(2, 2)
     trainer = Trainer(model, TrainConfig(device="cpu"), iter(()), None, tmp_path, family="x")
     assert trainer.precision == "bf16" and trainer.autocast is torch.bfloat16
-    monkeypatch.setattr(devices, "cpu_has_amx_bf16", lambda: False)
+    monkeypatch.setattr(devices, "cpu_has_bf16", lambda: False)
     trainer = Trainer(model, TrainConfig(device="cpu"), iter(()), None, tmp_path, family="x")
     assert trainer.precision == "fp32" and trainer.autocast is None
 

@@ -47,7 +47,7 @@ def tiny_model(seed=0, dropout=0.0, d_model=32):
 
 def quiet(**kw):
     base = dict(lr=3e-3, warmup_steps=30, log_every=10, eval_every=0, save_every=0,
-                tensorboard=False, progress=False, threads=1)
+                tensorboard=False, progress=False, threads=1, precision="fp32")
     return TrainConfig(**{**base, **kw})
 
 

@@ -251,7 +251,7 @@ class TrainConfig(Config):
     threads: int | None = None  # torch.set_num_threads; None leaves torch's default
     # Mixed precision (not in the paper, which trained in fp32): autocast to bf16 or fp16 for the
     # matmuls; the loss and softmax stay fp32; fp16 adds loss scaling (GradScaler). "auto": bf16
-    # on GPUs that compute it and on CPUs with AMX-bf16, else fp32 (devices.resolve_precision).
+    # on GPUs that compute it and on CPUs with AVX512-BF16 or AMX, else fp32 (resolve_precision).
     precision: str = "auto"  # auto | fp32 | bf16 | fp16 (autocast; fp16 with loss scaling)
     device: str = "auto"  # auto (CUDA when present, else MPS, else CPU), cpu, cuda, cuda:N, mps
     compile: bool = False  # torch.compile the model (in place) for training; slower to start

@@ -41,22 +41,40 @@ def scaled_dot_product_attention(
     return torch.matmul(weights, v), weights
 
 
-# Decoding steps on the CPU (a few queries per row, no autograd) take the matmul path below: the
-# CPU flash kernel costs 2-3x as much there (benchmarks/RESULTS.md, "Decoding speed").
+# On the CPU, attention over short sequences takes the matmul path below: PyTorch's CPU flash
+# kernel has a fixed cost per call that dominates there. Measured (2 threads, forward + backward,
+# 4 heads of 64, ~2k tokens per call): 1.5x faster in fp32 up to 32 x 32 positions, 1.1x at
+# 128 x 128 and slower beyond; in bf16 3x at 16 x 16, 1.2x at 256 x 256 (attn2 in
+# benchmarks/RESULTS.md, "Training on the CPU in bf16"). Decoding steps (a few queries per row, no
+# autograd) take it at any key length: the flash kernel costs 2-3x as much there.
 SMALL_QUERY = 8
+SMALL_SCORES = 128 * 128  # T_q x T_k up to which training / encoding take the matmul path
+
+
+def _use_matmul(q: Tensor, t_k: int, dropout_p: float) -> bool:
+    if q.device.type != "cpu" or torch.compiler.is_compiling():
+        return False
+    t_q = q.shape[-2]
+    if t_q * t_k <= SMALL_SCORES:
+        return True
+    return t_q <= SMALL_QUERY and dropout_p == 0.0 and \
+        not (torch.is_grad_enabled() and q.requires_grad)
 
 
 def _fast_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, dropout_p: float,
                     is_causal: bool) -> Tensor:
-    """PyTorch's fused SDPA (flash / memory-efficient kernels); same numbers as the reference path."""
-    t_q = q.shape[-2]
-    if t_q <= SMALL_QUERY and q.device.type == "cpu" and dropout_p == 0.0 and \
-            q.dtype in (torch.float32, torch.float64) and not (is_causal and t_q > 1) and \
-            not (torch.is_grad_enabled() and q.requires_grad) and not torch.compiler.is_compiling():
-        return _matmul_attention(q, k, v, mask)
-    if is_causal and q.shape[-2] == k.shape[-2] and mask is None:
-        return F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p, is_causal=True)
-    out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p)
+    """PyTorch's fused SDPA (flash / memory-efficient kernels), or on the CPU for short sequences
+    two matmuls; the same numbers as the reference path either way."""
+    t_q, t_k = q.shape[-2], k.shape[-2]
+    if is_causal and mask is None and t_q > 1:
+        if _use_matmul(q, t_k, dropout_p):
+            mask = causal_mask(t_q, t_k, device=q.device)
+        elif t_q == t_k:
+            return _cpu_fp32(F.scaled_dot_product_attention, q, k, v, dropout_p=dropout_p,
+                             is_causal=True)
+    if _use_matmul(q, t_k, dropout_p):
+        return _matmul_attention(q, k, v, mask, dropout_p)
+    out = _cpu_fp32(F.scaled_dot_product_attention, q, k, v, attn_mask=mask, dropout_p=dropout_p)
     if mask is not None:
         # Fused kernels give NaN (or garbage) for rows with no allowed key; the convention is zeros.
         has_key = mask.any(dim=-1, keepdim=True)
@@ -68,29 +86,42 @@ def _fast_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, dropou
     return out
 
 
+def _cpu_fp32(sdpa, q: Tensor, k: Tensor, v: Tensor, **kwargs) -> Tensor:
+    """PyTorch's fused kernel; on the CPU in fp32 when q is bf16 / fp16 (the CPU's bf16 flash
+    backward is 2.5x slower than its fp32 one), cast back after."""
+    if q.device.type != "cpu" or q.dtype not in (torch.bfloat16, torch.float16):
+        return sdpa(q, k, v, **kwargs)
+    with torch.autocast("cpu", enabled=False):
+        return sdpa(q.float(), k.float(), v.float(), **kwargs).to(q.dtype)
+
+
 def _ungroup(x: Tensor, group: int, t_q: int) -> Tensor:
     """(B_k, H, g*T_q, X) -> (g*B_k, H, T_q, X): MultiHeadAttention's grouped queries, back."""
     b_k, h, _, last = x.shape
     return x.view(b_k, h, group, t_q, last).transpose(1, 2).reshape(b_k * group, h, t_q, last)
 
 
-def _matmul_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None) -> Tensor:
-    """softmax(Q K^T / sqrt(d_k)) V as two batched matmuls (one decoding step's few queries per
-    row); a query with no allowed key gets zeros, as everywhere."""
+def _matmul_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None,
+                      dropout_p: float = 0.0) -> Tensor:
+    """softmax(Q K^T / sqrt(d_k)) V as two batched matmuls in q's dtype, the softmax in fp32;
+    a query with no allowed key gets zeros, as everywhere."""
     *lead, t_q, d = q.shape
     t_k = k.shape[-2]
     scores = torch.bmm(q.reshape(-1, t_q, d) * (1.0 / math.sqrt(d)),
                        k.reshape(-1, t_k, d).transpose(1, 2)).view(*lead, t_q, t_k)
-    if mask is not None:
-        scores = scores.masked_fill(~mask, float("-inf"))
+    scores = scores.float()
+    if mask is not None:  # the lowest finite value, as the reference path: never NaN
+        scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)
     weights = torch.softmax(scores, dim=-1)
-    out = torch.bmm(weights.view(-1, t_q, t_k), v.reshape(-1, t_k, v.shape[-1]))
-    out = out.view(*lead, t_q, v.shape[-1])
     if mask is not None:
         has_key = mask.any(dim=-1, keepdim=True)
-        if not bool(has_key.all()):  # softmax of no allowed key is NaN: zeros instead
-            out = out.masked_fill(~has_key, 0.0)
-    return out
+        if not bool(has_key.all()):  # a query with no allowed key: zeros, not uniform
+            weights = weights.masked_fill(~has_key, 0.0)
+    weights = weights.to(v.dtype)
+    if dropout_p > 0.0:
+        weights = F.dropout(weights, p=dropout_p)
+    out = torch.bmm(weights.view(-1, t_q, t_k), v.reshape(-1, t_k, v.shape[-1]))
+    return out.view(*lead, t_q, v.shape[-1])
 
 
 class MultiHeadAttention(nn.Module):

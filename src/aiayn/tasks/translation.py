@@ -148,7 +148,9 @@ def translation_loss(eps: float) -> Callable[[nn.Module, Batch], tuple[torch.Ten
 
     def loss_fn(model: nn.Module, batch: Batch):
         keep = batch.tgt_out != PAD
-        logits = model(batch.src, batch.tgt_in, select=keep)  # (N, V): non-pad targets only
+        # (N, V): non-pad targets only; in fp32 for the loss whatever the autocast dtype (and
+        # once: the accuracy's argmax reads the same copy, 4x faster than over bf16 on the CPU)
+        logits = model(batch.src, batch.tgt_in, select=keep).float()
         target = batch.tgt_out[keep]
         loss, nll, n = label_smoothed_nll(logits, target, eps, None)
         correct, _ = token_accuracy(logits, target, None)
