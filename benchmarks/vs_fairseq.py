@@ -12,7 +12,14 @@ are scored the same way. Measured, per system and seed:
     `TransformerModel.from_pretrained(...).translate()` (the hub interface, fairseq's own
     SequenceGenerator, length-sorted batches of 64), since fairseq-generate/-interactive report
     only model time or totals including loading; and each system in its best mode: aiayn with
-    `--workers 2` (two decoding processes of one thread, the same output), fairseq as above.
+    `--workers 2 --precision auto` (two decoding processes of one thread, under bf16 autocast
+    where the CPU computes bf16; the BLEU of that output is reported too), fairseq as above.
+
+Precision: each system trains in its default, the best it offers on a CPU. aiayn's
+`train.precision=auto` is bf16 autocast on CPUs with AVX512-BF16 or AMX (fp32 elsewhere; the
+chosen precision is recorded); fairseq 0.12's `--bf16` needs an XLA device (on the CPU it fails
+with "'NoneType' object has no attribute 'xla_device'") and its `--fp16` a GPU, so it trains in
+fp32. `--aiayn-precision fp32` trains aiayn in fp32 as well (the same arithmetic on both sides).
 
 Setup (done by the script, idempotent): a venv for fairseq under benchmarks/.peers/ with the CPU
 torch 2.13.0 and the PyPI source package fairseq-fixed 0.12.3.1; the corpus from
@@ -225,13 +232,19 @@ def train_aiayn(out: Path, data: dict, seed: int, args) -> dict:
               "train.label_smoothing": 0.1, "train.clip_norm": 1.0, "train.seed": seed,
               "train.max_minutes": args.minutes, "train.threads": args.threads,
               "train.eval_every": 0, "train.save_every": args.save_every,
-              "train.keep_last_n": 100000, "train.progress": "false", "train.tensorboard": "false"}
+              "train.keep_last_n": 100000, "train.progress": "false", "train.tensorboard": "false",
+              "train.precision": args.aiayn_precision}
+    log = out.with_suffix(".log")
     run(["aiayn", "train", CONFIG, *(f"{k}={v}" for k, v in recipe.items()), "--out", out],
-        env=thread_env(args.threads), log=out.with_suffix(".log"))
+        env=thread_env(args.threads), log=log)
     import torch  # only to read the documented train_state.pt (step, tokens, elapsed)
 
     state = torch.load(out / "train_state.pt", map_location="cpu", weights_only=True)
-    return {"updates": state["step"], "tokens": state["tokens"], "seconds": state["elapsed"]}
+    # the run's first lines name the precision `auto` chose ("precision bf16 (auto: ...)")
+    said = [line.split()[1] for line in log.read_text().splitlines() if line.startswith("precision ")]
+    precision = said[0] if said else args.aiayn_precision
+    return {"updates": state["step"], "tokens": state["tokens"], "seconds": state["elapsed"],
+            "precision": precision}
 
 
 def train_fairseq(out: Path, data: dict, seed: int, args) -> dict:
@@ -293,14 +306,16 @@ def fairseq_step_model(save_dir: Path, step: int, final: int) -> Path:
 
 
 def decode(system: str, model: Path, data: dict, beam: int, hyp: Path, threads: int,
-           workers: int = 1) -> float:
+           workers: int = 1, precision: str = "fp32") -> float:
     """Translate the test set (batch 64); returns the wall-clock seconds of decoding alone.
-    workers: aiayn's decoding processes (`aiayn eval --workers`), the threads divided among them."""
+    workers: aiayn's decoding processes (`aiayn eval --workers`), the threads divided among them;
+    precision: aiayn's `--precision`."""
     if system == "aiayn":
         out = run(["aiayn", "eval", "--model", model, "--src", data["src"], "--ref", data["ref"],
                    "--beam", beam, "--length-penalty", "avg", "--alpha", 1.0, "--batch-size", BATCH,
                    "--early-stopping", "first_k",  # fairseq's rule: a sentence stops at K finished
-                   "--workers", workers, "--json", "--hyp", hyp], env=thread_env(threads),
+                   "--workers", workers, "--precision", precision, "--json", "--hyp", hyp],
+                  env=thread_env(threads),
                   log=hyp.with_suffix(".log"))
     else:
         out = run([VPY, "-c", DECODE_SCRIPT, model.resolve(), data["bin"].resolve(), data["spm"],
@@ -361,13 +376,17 @@ def run_seed(work: Path, data: dict, seed: int, args) -> dict:
                                                           hyp.with_suffix(".nll.log"))}
                 if when == "final":
                     r[f"beam{beam}_sentences_per_s"] = round(data["n_test"] / seconds, 1)
-                    # each system in its best mode: aiayn's worker processes (same output);
-                    # fairseq's hub interface decodes in one process
-                    best = seconds
-                    if system == "aiayn" and args.workers > 1:
-                        best = decode(system, model, data, beam, hyp.with_suffix(".workers.hyp"),
-                                      args.threads, args.workers)
+                    # each system in its best mode: aiayn's worker processes under its auto
+                    # precision (bf16 where the CPU computes it); fairseq's hub interface
+                    # decodes in one process, in fp32
+                    best, best_hyp = seconds, hyp
+                    if system == "aiayn":
+                        best_hyp = hyp.with_suffix(".best.hyp")
+                        best = decode(system, model, data, beam, best_hyp, args.threads,
+                                      args.workers, "auto")
                     r[f"beam{beam}_best_sentences_per_s"] = round(data["n_test"] / best, 1)
+                    if beam == 4:
+                        r["best_bleu"] = score(best_hyp, data["ref"])["bleu"]
     return res
 
 
@@ -383,10 +402,11 @@ ROWS = [  # (label, how to read it from one system's results)
     ("reference NLL at equal time (nats/sentence)", lambda r: r["final"]["ref_nll"]),
     ("greedy decoding sentences/s", lambda r: r["beam1_sentences_per_s"]),
     ("beam-4 decoding sentences/s", lambda r: r["beam4_sentences_per_s"]),
-    ("greedy sentences/s, best mode (aiayn --workers)",
+    ("greedy sentences/s, best mode (aiayn --workers --precision auto)",
      lambda r: r.get("beam1_best_sentences_per_s")),
-    ("beam-4 sentences/s, best mode (aiayn --workers)",
+    ("beam-4 sentences/s, best mode (aiayn --workers --precision auto)",
      lambda r: r.get("beam4_best_sentences_per_s")),
+    ("BLEU of the best-mode beam-4 output", lambda r: r.get("best_bleu")),
     ("words per beam-4 translation (final)", lambda r: r["final"]["hyp_words"]),
 ]
 
@@ -476,6 +496,9 @@ def main(argv: list[str] | None = None) -> dict:
                         help="time decoding alone on the models of an earlier full run in WORK "
                         "(both systems interleaved, --repeats times)")
     parser.add_argument("--repeats", type=int, default=3, help="with --decode-only (default 3)")
+    parser.add_argument("--aiayn-precision", default="auto", choices=("auto", "fp32", "bf16"),
+                        help="aiayn's train.precision (default auto: bf16 on CPUs that compute "
+                        "it); fairseq trains in fp32 on a CPU")
     parser.add_argument("--workers", type=int, default=2,
                         help="aiayn's decoding processes for the best-mode rows (default 2)")
     args = parser.parse_args(argv)
@@ -506,7 +529,10 @@ def main(argv: list[str] | None = None) -> dict:
     text = table(results)
     final = results[args.seeds[0]]["aiayn"]["final"]
     text += (f"\n\nBLEU: `{final['bleu_signature']}`; chrF: `{final['chrf_signature']}`. "
-             f"Beam 4 and greedy, batch {BATCH}, score / length, max source length + 50.")
+             f"Beam 4 and greedy, batch {BATCH}, score / length, max source length + 50. "
+             f"Training precision: aiayn "
+             f"{', '.join(sorted({r['aiayn']['precision'] for r in results.values()}))}"
+             f" (train.precision={args.aiayn_precision}), fairseq fp32.")
     print("\n" + text)
     report = {"command": command, "date": datetime.datetime.now().isoformat(timespec="seconds"),
               "minutes": args.minutes, "threads": args.threads, "test_sentences": data["n_test"],
