@@ -12,7 +12,8 @@ measured in the same run.
 
 With --bf16 every model also trains under CPU bf16 autocast (what train.precision=bf16 does for
 aiayn; the same torch.autocast around the peers' forward and loss), its MFU against a bf16 matmul
-peak measured in the same run.
+peak measured in the same run; HF Marian then also runs with its eager (matmul) attention, its
+faster attention under CPU bf16.
 
 With --processes N every model also trains as N processes of 1 thread under PyTorch's
 DistributedDataParallel (gloo), each on 1/N of the same global batch: what `torchrun
@@ -82,6 +83,8 @@ class TorchTransformerMT(nn.Module):
 
 
 class MarianMT(nn.Module):
+    ATTENTION = "sdpa"
+
     def __init__(self, cfg: TransformerConfig):
         super().__init__()
         from transformers import MarianConfig, MarianMTModel
@@ -93,7 +96,7 @@ class MarianMT(nn.Module):
                           activation_dropout=0.0, activation_function="relu", pad_token_id=PAD,
                           decoder_start_token_id=1, eos_token_id=2, max_position_embeddings=cfg.max_len,
                           scale_embedding=True, share_encoder_decoder_embeddings=True)
-        self.model = MarianMTModel._from_config(mc, attn_implementation="sdpa")
+        self.model = MarianMTModel._from_config(mc, attn_implementation=self.ATTENTION)
 
     def forward(self, src, tgt):
         return self.model(input_ids=src, attention_mask=(src != PAD).long(),
@@ -161,7 +164,16 @@ def time_training(model: nn.Module, batches, warmup: int, bf16: bool = False) ->
     return times
 
 
-BUILDERS = {"aiayn": Aiayn, "torch.nn.Transformer": TorchTransformerMT, "HF Marian": MarianMT}
+class MarianEager(MarianMT):
+    """HF Marian with its explicit matmul attention: under CPU bf16 autocast faster than its SDPA
+    (the CPU's bf16 flash backward is slow), so the peer's best bf16 mode."""
+
+    ATTENTION = "eager"
+
+
+EAGER = "HF Marian (eager attention)"
+BUILDERS = {"aiayn": Aiayn, "torch.nn.Transformer": TorchTransformerMT, "HF Marian": MarianMT,
+            EAGER: MarianEager}
 
 
 def _ddp_worker(rank: int, world: int, name: str, label: str, steps: int, warmup: int,
@@ -202,7 +214,7 @@ def run(name: str, steps: int, warmup: int, batch: int, t: int, rounds: int,
         compile_too: bool = False, processes: int = 1, bf16: bool = False) -> list[dict]:
     cfg = TransformerConfig(**CONFIGS[name], dropout=0.1, max_len=512)
     batches = make_batches(cfg, steps + warmup, batch, t)
-    builders = BUILDERS
+    builders = {k: v for k, v in BUILDERS.items() if bf16 or k != EAGER}  # eager: a bf16 mode
     models = {}
     for label, build in builders.items():
         torch.manual_seed(0)

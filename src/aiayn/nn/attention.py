@@ -44,9 +44,9 @@ def scaled_dot_product_attention(
 # On the CPU, attention over short sequences takes the matmul path below: PyTorch's CPU flash
 # kernel has a fixed cost per call that dominates there. Measured (2 threads, forward + backward,
 # 4 heads of 64, ~2k tokens per call): 1.5x faster in fp32 up to 32 x 32 positions, 1.1x at
-# 128 x 128 and slower beyond; in bf16 3x at 16 x 16, 1.2x at 256 x 256 (attn2 in
-# benchmarks/RESULTS.md, "Training on the CPU in bf16"). Decoding steps (a few queries per row, no
-# autograd) take it at any key length: the flash kernel costs 2-3x as much there.
+# 128 x 128 and slower beyond; in bf16 3x at 16 x 16, 1.2x at 256 x 256 (benchmarks/cpu_bf16.py;
+# RESULTS.md, "Training on the CPU in bf16"). Decoding steps (a few queries per row, no autograd)
+# take it at any key length: the flash kernel costs 2-3x as much there.
 SMALL_QUERY = 8
 SMALL_SCORES = 128 * 128  # T_q x T_k up to which training / encoding take the matmul path
 
@@ -67,11 +67,10 @@ def _fast_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, dropou
     two matmuls; the same numbers as the reference path either way."""
     t_q, t_k = q.shape[-2], k.shape[-2]
     if is_causal and mask is None and t_q > 1:
-        if _use_matmul(q, t_k, dropout_p):
-            mask = causal_mask(t_q, t_k, device=q.device)
-        elif t_q == t_k:
+        if t_q == t_k and not _use_matmul(q, t_k, dropout_p):  # the fused causal kernel
             return _cpu_fp32(F.scaled_dot_product_attention, q, k, v, dropout_p=dropout_p,
                              is_causal=True)
+        mask = causal_mask(t_q, t_k, device=q.device)
     if _use_matmul(q, t_k, dropout_p):
         return _matmul_attention(q, k, v, mask, dropout_p)
     out = _cpu_fp32(F.scaled_dot_product_attention, q, k, v, attn_mask=mask, dropout_p=dropout_p)

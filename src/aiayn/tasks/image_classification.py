@@ -45,7 +45,10 @@ from aiayn.training.trainer import Trainer, TrainResult, seed_everything
 VIT_TRAIN_DEFAULTS: dict[str, Any] = dict(
     lr_schedule="cosine", lr=1e-3, warmup_steps=400, max_steps=4000, adam_beta2=0.999,
     adam_eps=1e-8, weight_decay=0.05, label_smoothing=0.1, eval_every=500, save_every=1000,
-    log_every=100, threads=1)
+    log_every=100, threads=1,
+    # fp32 even where the CPU computes bf16: at d_model 64 the casts cost more than the bf16
+    # matmuls save (2,343 steps in 30 s against fp32's 2,727, benchmarks/RESULTS.md)
+    precision="fp32")
 
 
 @dataclass
