@@ -115,7 +115,7 @@ def training_step(repeats: int) -> list[str]:
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
             opt.step()
             opt.zero_grad(set_to_none=True)
-            first.append(float(loss) / units)
+            first.append(float(loss.detach()) / units)
 
         results[dtype] = (median_ms(step, repeats), first[0])
     tokens = int((batch.tgt_out != 0).sum())

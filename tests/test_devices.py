@@ -23,6 +23,16 @@ def test_auto_precision_is_bf16_only_where_the_hardware_computes_it(monkeypatch)
     assert devices.resolve_precision("auto", "cuda:1")[0] == "bf16"
 
 
+@pytest.mark.parametrize("flags, native", [("fpu avx512f avx512_bf16 avx512vl", True),
+                                            ("fpu amx_bf16 amx_tile", True),
+                                            ("fpu avx512f avx512vl avx2", False)])
+def test_bf16_counts_as_native_with_avx512_bf16_or_amx(tmp_path, flags, native):
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text(f"processor\t: 0\nflags\t\t: {flags}\n\n", encoding="utf-8")
+    assert devices.cpu_has_bf16(str(cpuinfo)) is native
+    assert devices.cpu_has_bf16(str(tmp_path / "missing")) is False
+
+
 def test_the_trainer_autocasts_to_the_precision_chosen(monkeypatch, tmp_path):
     monkeypatch.setattr(devices, "cpu_has_bf16", lambda: True)
     model = torch.nn.Linear(2, 2)

@@ -42,11 +42,11 @@ def resolve_device(name: str = "auto") -> str:
     return name
 
 
-def cpu_has_bf16() -> bool:
+def cpu_has_bf16(cpuinfo: str = "/proc/cpuinfo") -> bool:
     """Whether this CPU multiplies bf16 matrices in hardware: AVX512-BF16 dot products or Intel
     AMX tiles (Linux's cpuinfo flags). Without either, torch emulates bf16 and it is slower."""
     try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
+        with open(cpuinfo, encoding="utf-8") as f:
             return any(line.startswith("flags") and (" avx512_bf16" in line or " amx_bf16" in line)
                        for line in f)
     except OSError:
@@ -57,8 +57,9 @@ def resolve_precision(precision: str, device: str) -> tuple[str, str]:
     """(fp32 | bf16 | fp16, why) for train.precision on `device`. "auto" takes bf16 where the
     hardware computes it natively and its loss matches fp32's (tests/test_cli_translation.py:
     test_mixed_precision_trains_like_fp32): CUDA GPUs with bf16 support, and CPUs with
-    AVX512-BF16 or AMX-bf16 (there matmuls run 2.5x and a training step ~1.3x as fast as fp32;
-    benchmarks/RESULTS.md, "Training on the CPU in bf16"). Elsewhere fp32."""
+    AVX512-BF16 or AMX-bf16 (on this project's 2-core machine matmuls run 2.1-3x and a whole
+    training run 1.1-1.5x as fast as fp32, except tiny models: benchmarks/RESULTS.md, "Training
+    on the CPU in bf16"). Elsewhere fp32."""
     import torch
 
     if precision != "auto":

@@ -43,10 +43,11 @@ def scaled_dot_product_attention(
 
 # On the CPU, attention over short sequences takes the matmul path below: PyTorch's CPU flash
 # kernel has a fixed cost per call that dominates there. Measured (2 threads, forward + backward,
-# 4 heads of 64, ~2k tokens per call): 1.5x faster in fp32 up to 32 x 32 positions, 1.1x at
-# 128 x 128 and slower beyond; in bf16 3x at 16 x 16, 1.2x at 256 x 256 (benchmarks/cpu_bf16.py;
-# RESULTS.md, "Training on the CPU in bf16"). Decoding steps (a few queries per row, no autograd)
-# take it at any key length: the flash kernel costs 2-3x as much there.
+# 4 heads of 64, ~2k tokens per call): in fp32 2x faster at 16 x 16 positions, 1.2x at 64 x 64,
+# level at 128 x 128 and slower beyond; in bf16 (against the fused kernel in fp32, which is
+# faster than in bf16) 2x at 16 x 16, 1.5x at 128 x 128 (benchmarks/cpu_bf16.py; RESULTS.md,
+# "Training on the CPU in bf16"). Decoding steps (a few queries per row, no autograd) take it at
+# any key length: the flash kernel costs 2-3x as much there.
 SMALL_QUERY = 8
 SMALL_SCORES = 128 * 128  # T_q x T_k up to which training / encoding take the matmul path
 
