@@ -73,7 +73,7 @@ def attention(repeats: int) -> list[str]:
                            for _ in range(3))
                 grad = torch.randn(batch, heads, t, dim, dtype=dtype)
 
-                def step(q=q, k=k, v=v, grad=grad, path=path):
+                def step(q=q, k=k, v=v, grad=grad, path=path, mask=mask):
                     if path == "fused":
                         out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
                     else:
