@@ -28,6 +28,7 @@ import torch
 import torch.nn.functional as F
 
 from aiayn import Transformer, TransformerConfig
+from aiayn.data.batching import Batch
 from aiayn.devices import cpu_has_bf16
 from aiayn.masks import padding_mask
 from aiayn.nn.attention import _matmul_attention
@@ -94,11 +95,7 @@ def training_step(repeats: int) -> list[str]:
         lengths = torch.randint(5, s + 2, (n,), generator=g)
         ids[torch.arange(s + 1)[None, :] >= lengths[:, None]] = 0
 
-    class Batch:
-        pass
-
-    batch = Batch()
-    batch.src, batch.tgt_in, batch.tgt_out = src[:, :-1], tgt[:, :-1], tgt[:, 1:]
+    batch = Batch(src[:, :-1], tgt[:, :-1], tgt[:, 1:])
     loss_fn = translation_loss(0.1)
     rows = ["| precision | step (ms) | target tokens/s | first loss |", "|---|---:|---:|---:|"]
     results = {}
@@ -118,7 +115,7 @@ def training_step(repeats: int) -> list[str]:
             first.append(float(loss.detach()) / units)
 
         results[dtype] = (median_ms(step, repeats), first[0])
-    tokens = int((batch.tgt_out != 0).sum())
+    tokens = batch.n_tgt_tokens
     for dtype, (ms, loss) in results.items():
         rows.append(f"| {'bf16 autocast' if dtype else 'fp32'} | {ms:.0f} | "
                     f"{tokens / ms * 1e3:,.0f} | {loss:.4f} |")

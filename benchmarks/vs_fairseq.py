@@ -234,17 +234,15 @@ def train_aiayn(out: Path, data: dict, seed: int, args) -> dict:
               "train.eval_every": 0, "train.save_every": args.save_every,
               "train.keep_last_n": 100000, "train.progress": "false", "train.tensorboard": "false",
               "train.precision": args.aiayn_precision}
-    log = out.with_suffix(".log")
     run(["aiayn", "train", CONFIG, *(f"{k}={v}" for k, v in recipe.items()), "--out", out],
-        env=thread_env(args.threads), log=log)
+        env=thread_env(args.threads), log=out.with_suffix(".log"))
     import torch  # only to read the documented train_state.pt (step, tokens, elapsed)
 
     state = torch.load(out / "train_state.pt", map_location="cpu", weights_only=True)
-    # the run's first lines name the precision `auto` chose ("precision bf16 (auto: ...)")
-    said = [line.split()[1] for line in log.read_text().splitlines() if line.startswith("precision ")]
-    precision = said[0] if said else args.aiayn_precision
+    from aiayn.devices import resolve_precision  # what the trainer chose on this CPU
+
     return {"updates": state["step"], "tokens": state["tokens"], "seconds": state["elapsed"],
-            "precision": precision}
+            "precision": resolve_precision(args.aiayn_precision, "cpu")[0]}
 
 
 def train_fairseq(out: Path, data: dict, seed: int, args) -> dict:
@@ -315,8 +313,7 @@ def decode(system: str, model: Path, data: dict, beam: int, hyp: Path, threads: 
                    "--beam", beam, "--length-penalty", "avg", "--alpha", 1.0, "--batch-size", BATCH,
                    "--early-stopping", "first_k",  # fairseq's rule: a sentence stops at K finished
                    "--workers", workers, "--precision", precision, "--json", "--hyp", hyp],
-                  env=thread_env(threads),
-                  log=hyp.with_suffix(".log"))
+                  env=thread_env(threads), log=hyp.with_suffix(".log"))
     else:
         out = run([VPY, "-c", DECODE_SCRIPT, model.resolve(), data["bin"].resolve(), data["spm"],
                    data["src"], hyp, beam, BATCH], env=thread_env(threads),
