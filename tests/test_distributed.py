@@ -27,7 +27,8 @@ def torchrun(*argv, n=2, wait=True):
     """`torchrun --standalone --nproc_per_node=n -m aiayn ARGV` (one thread per process)."""
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={n}",
            "-m", "aiayn", *map(str, argv)]
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
+    # PYTHONFAULTHANDLER: a process that crashes (a signal, not an exception) prints its stack
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1", "PYTHONFAULTHANDLER": "1"}
     if not wait:
         return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
                                 start_new_session=True)
@@ -151,7 +152,8 @@ def test_sigterm_stops_every_process_after_the_same_update_and_saves(tmp_path):
 def test_resume_with_another_number_of_processes_keeps_the_batches_per_update(tmp_path, capsys):
     config = write_config(tmp_path, max_steps=4, save_every=2)
     out = tmp_path / "model"
-    assert torchrun("train", config, *EXACT, "--out", out).returncode == 0
+    two = torchrun("train", config, *EXACT, "--out", out)
+    assert two.returncode == 0, two.stderr[-3000:]
     code = main(["train", str(config), *EXACT, "train.max_steps=6", "--out", str(out), "--resume"])
     assert code == 2
     err = capsys.readouterr().err.splitlines()[-1]

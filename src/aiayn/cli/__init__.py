@@ -122,6 +122,13 @@ def _main(argv: list[str] | None) -> int:
             raise
         print(f"aiayn: error: {reason}", file=sys.stderr)
         return 2
+    finally:
+        if getattr(args, "distributed", False) and "torch.distributed" in sys.modules:
+            # under torchrun: leave the process group here, while every object of the command
+            # is gone and the interpreter is whole, rather than in an atexit handler
+            from aiayn.training.distributed import finish
+
+            finish()
 
 
 if __name__ == "__main__":
