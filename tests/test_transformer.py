@@ -196,3 +196,35 @@ def test_selected_positions_give_the_same_loss_and_gradients_as_all_positions():
     torch.testing.assert_close(loss_s, loss_a, rtol=1e-6, atol=1e-6)
     for name in g_a:
         torch.testing.assert_close(g_s[name], g_a[name], rtol=1e-5, atol=1e-7, msg=name)
+
+
+def test_initialisation_is_fairseqs():
+    """fairseq's `transformer`: attention projections Xavier-uniform (q/k/v with gain 1/sqrt(2),
+    the output projection's bias zero); feed-forward layers and q/k/v biases nn.Linear's own
+    U(+-1/sqrt(fan_in)); embeddings N(0, d^-0.5). Checked by each tensor's bound and spread."""
+    torch.manual_seed(0)
+    model = Transformer(preset("small"))
+    d, d_ff = model.config.d_model, model.config.d_ff
+
+    def xavier_bound(p, gain=1.0):
+        fan_out, fan_in = p.shape
+        return gain * (6 / (fan_in + fan_out)) ** 0.5
+
+    def uniform_like(p, bound):  # within the bound, and spread over it (std of U(-b, b) = b/sqrt(3))
+        assert float(p.abs().max()) <= bound
+        assert abs(float(p.std()) - bound / 3 ** 0.5) < 0.1 * bound / 3 ** 0.5
+
+    layer = model.encoder.layers[0]
+    for proj in (layer.self_attn.q_proj, layer.self_attn.k_proj, layer.self_attn.v_proj):
+        uniform_like(proj.weight, xavier_bound(proj.weight, 2 ** -0.5))
+        uniform_like(proj.bias, d ** -0.5)
+    uniform_like(layer.self_attn.out_proj.weight, xavier_bound(layer.self_attn.out_proj.weight))
+    assert not layer.self_attn.out_proj.bias.any()
+    uniform_like(layer.ffn.w1.weight, d ** -0.5)
+    uniform_like(layer.ffn.w1.bias, d ** -0.5)
+    uniform_like(layer.ffn.w2.weight, d_ff ** -0.5)  # 2.2x smaller than Xavier's at 256 x 1024
+    uniform_like(layer.ffn.w2.bias, d_ff ** -0.5)
+    cross = model.decoder.layers[-1].cross_attn
+    uniform_like(cross.k_proj.weight, xavier_bound(cross.k_proj.weight, 2 ** -0.5))
+    emb = model.src_embed.tokens.weight
+    assert abs(float(emb.std()) - d ** -0.5) < 0.05 * d ** -0.5
