@@ -176,3 +176,17 @@ def test_commands_other_than_training_refuse_torchrun_once(monkeypatch, capsys):
         err = capsys.readouterr().err
         assert ("torchrun runs the training commands" in err) == said
         assert err.count("\n") == int(said)
+
+
+@pytest.mark.parametrize("world_size", ["2", "1"])
+def test_the_command_exits_with_mains_code_and_its_output_written(world_size):
+    """`run()` ends a process that torchrun started with os._exit (no interpreter shutdown while
+    gloo's threads live): main's exit code and its block-buffered stdout must survive that, as
+    they do a normal exit outside torchrun."""
+    snippet = ("import torch.distributed, aiayn.cli as cli\n"
+               "cli.main = lambda: print('the last line', end='') or 3\n"
+               "cli.run()\n")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
+    done = subprocess.run([sys.executable, "-c", snippet], capture_output=True, text=True,
+                          env={**env, "WORLD_SIZE": world_size}, timeout=120)
+    assert (done.returncode, done.stdout) == (3, "the last line"), done.stderr[-2000:]

@@ -1,5 +1,3 @@
-import sys
+from aiayn.cli import run
 
-from aiayn.cli import main
-
-sys.exit(main())
+run()

@@ -131,5 +131,28 @@ def _main(argv: list[str] | None) -> int:
             finish()
 
 
+def run() -> None:
+    """The `aiayn` command (console script and `python -m aiayn`): main(), then exit with its code.
+
+    A process that torchrun started ends with os._exit once the command has left the process
+    group (main's `finally`) and flushed its output: normal interpreter shutdown runs static
+    destructors while gloo's and the TCP store's threads may still be alive, a known source of
+    a SIGSEGV after the work is done (seen once in CI: a finished 2-process run exited -11).
+    Every file of the command is written and closed before main returns (atomic checkpoints,
+    metrics and TensorBoard writers closed by the trainer)."""
+    code = main()
+    if "torch.distributed" in sys.modules:
+        from aiayn.training.distributed import launched
+
+        if launched():
+            for stream in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):
+                try:
+                    stream.flush()
+                except (OSError, ValueError, AttributeError):  # closed, or a broken pipe
+                    pass
+            os._exit(code)
+    sys.exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    run()
