@@ -36,6 +36,7 @@ hypothesis could still win, which with this penalty means to the length limit: ~
     python benchmarks/vs_fairseq.py                        # 12 min of training per system, seed 0
     python benchmarks/vs_fairseq.py --seeds 0 1 --threads 2 --record   # append to RESULTS.md
     python benchmarks/vs_fairseq.py --quick                # smoke test: 1 min each, 100 sentences
+    python benchmarks/vs_fairseq.py --updates 800 --seeds 2 3 --threads 1   # quality per update
 
 Run it on a quiet machine: with 2 threads and another process busy on a core, fairseq's many small
 per-parameter ops (its Adam loop) slow down far more than aiayn's (seen: 3-9 s per update instead
@@ -230,7 +231,8 @@ def train_aiayn(out: Path, data: dict, seed: int, args) -> dict:
               "train.max_tokens": AIAYN_MAX_TOKENS, "train.lr": 1e-3, "train.warmup_steps": 400,
               "train.adam_beta1": 0.9, "train.adam_beta2": 0.98, "train.adam_eps": 1e-9,
               "train.label_smoothing": 0.1, "train.clip_norm": 1.0, "train.seed": seed,
-              "train.max_minutes": args.minutes, "train.threads": args.threads,
+              "train.max_minutes": "null" if args.updates else args.minutes,
+              "train.max_steps": args.updates or 100000, "train.threads": args.threads,
               "train.eval_every": 0, "train.save_every": args.save_every,
               "train.keep_last_n": 100000, "train.progress": "false", "train.tensorboard": "false",
               "train.precision": args.aiayn_precision}
@@ -262,7 +264,9 @@ def train_fairseq(out: Path, data: dict, seed: int, args) -> dict:
         "--max-tokens", data["fairseq_max_tokens"], "--required-batch-size-multiple", 1]
     run([VENV / "bin" / "fairseq-train", data["bin"], "--task", "translation",
          "--arch", "transformer", *arch, *recipe, "--cpu", "--num-workers", 0,  # no loader process
-         "--stop-time-hours", args.minutes / 60, "--disable-validation", "--save-dir", out,
+         *(["--max-update", args.updates] if args.updates else
+           ["--stop-time-hours", args.minutes / 60]),
+         "--disable-validation", "--save-dir", out,
          "--save-interval-updates", args.save_every, "--no-epoch-checkpoints",
          "--log-format", "json", "--log-interval", 50],
         env=thread_env(args.threads), log=log)
@@ -387,6 +391,62 @@ def run_seed(work: Path, data: dict, seed: int, args) -> dict:
     return res
 
 
+def run_updates(work: Path, data: dict, seed: int, args) -> dict:
+    """Quality at equal updates alone (--updates N): both systems train to N updates at the same
+    time, --threads each (speed is not measured, so they may share the machine); then every
+    checkpoint (each --save-every updates) is scored as run_seed scores: beam 4, score / length,
+    fairseq's stopping rule, BLEU, chrF, words per translation and reference NLL.
+    Returns {system: {step: scores}}."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    dirs = {"aiayn": work / f"aiayn-s{seed}", "fairseq": work / f"fairseq-s{seed}"}
+    for path in dirs.values():
+        shutil.rmtree(path, ignore_errors=True)
+    with ThreadPoolExecutor(2) as pool:  # two subprocesses side by side
+        jobs = {"aiayn": pool.submit(train_aiayn, dirs["aiayn"], data, seed, args),
+                "fairseq": pool.submit(train_fairseq, dirs["fairseq"], data, seed, args)}
+        trained = {system: job.result() for system, job in jobs.items()}
+    res = {}
+    for system, folder in dirs.items():
+        final, res[system] = trained[system]["updates"], {}
+        for step in range(args.save_every, final + 1, args.save_every):
+            model = (aiayn_step_model if system == "aiayn" else fairseq_step_model)(
+                folder, step, final)
+            hyp = work / f"{system}-s{seed}-step{step}-beam4.hyp"
+            decode(system, model, data, 4, hyp, args.threads)
+            res[system][step] = {**score(hyp, data["ref"]), "ref_nll": reference_nll(
+                system, model, data, args.threads, hyp.with_suffix(".nll.log"))}
+            print(f"seed {seed} {system} step {step}: {res[system][step]['bleu']} BLEU, "
+                  f"{res[system][step]['chrf']} chrF", flush=True)
+    return res
+
+
+def updates_table(results: dict) -> str:
+    """Markdown for --updates: per checkpoint step, each seed's and the mean's BLEU / chrF /
+    reference NLL / words per translation for both systems, and the ratios of BLEU and chrF."""
+    seeds = list(results)
+    steps = sorted(set.intersection(*(set(results[s][k]) for s in seeds
+                                      for k in ("aiayn", "fairseq"))))
+    lines = ["| updates | seed | aiayn BLEU / chrF | fairseq BLEU / chrF | BLEU ratio | chrF ratio "
+             "| ref. NLL aiayn / fairseq | words aiayn / fairseq |",
+             "|---:|---|---:|---:|---:|---:|---:|---:|"]
+    for step in steps:
+        for seed in seeds + (["mean"] if len(seeds) > 1 else []):
+            cell = {}
+            for system in ("aiayn", "fairseq"):
+                rows = [results[s][system][step] for s in (seeds if seed == "mean" else [seed])]
+                cell[system] = {key: statistics.mean(r[key] for r in rows)
+                                for key in ("bleu", "chrf", "ref_nll", "hyp_words")}
+            a, f = cell["aiayn"], cell["fairseq"]
+            name = f"**{seed}**" if seed == "mean" else str(seed)
+            ratio = {k: f"{a[k] / f[k]:.2f}x" if f[k] else "n/a" for k in ("bleu", "chrf")}
+            lines.append(f"| {step} | {name} | {a['bleu']:.1f} / {a['chrf']:.1f} | "
+                         f"{f['bleu']:.1f} / {f['chrf']:.1f} | {ratio['bleu']} | "
+                         f"{ratio['chrf']} | {a['ref_nll']:.1f} / {f['ref_nll']:.1f} "
+                         f"| {a['hyp_words']:.1f} / {f['hyp_words']:.1f} |")
+    return "\n".join(lines)
+
+
 ROWS = [  # (label, how to read it from one system's results)
     ("updates", lambda r: r["updates"]),
     ("training target tokens/s", lambda r: r["tokens_per_s"]),
@@ -432,12 +492,11 @@ def fmt(value) -> str:
     return f"{value:,}" if isinstance(value, int) else f"{value:,.1f}"
 
 
-def record(text: str, command: str, args) -> None:
+def record(title: str, about: str, command: str, text: str) -> None:
+    """Append a section to benchmarks/RESULTS.md: its title, a line about the run, the command
+    and the table."""
     with (ROOT / "benchmarks" / "RESULTS.md").open("a", encoding="utf-8") as f:
-        f.write("\n## Translation: aiayn vs fairseq on gettext EN->DE "
-                "(`benchmarks/vs_fairseq.py`)\n\n"
-                f"{datetime.date.today().isoformat()}; {args.minutes:g} min of training per "
-                f"system, {args.threads} thread(s), 2-core CPU machine.\n\n"
+        f.write(f"\n## {title}\n\n{datetime.date.today().isoformat()}{about}\n\n"
                 f"    {command}\n\n{text}\n")
 
 
@@ -496,6 +555,10 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--aiayn-precision", default="auto", choices=("auto", "fp32", "bf16"),
                         help="aiayn's train.precision (default auto: bf16 on CPUs that compute "
                         "it); fairseq trains in fp32 on a CPU")
+    parser.add_argument("--updates", type=int, default=None,
+                        help="quality at equal updates alone: both systems train to this many "
+                        "updates side by side (--threads each, no time budget) and every "
+                        "checkpoint is scored; no speed is measured")
     parser.add_argument("--workers", type=int, default=2,
                         help="aiayn's decoding processes for the best-mode rows (default 2)")
     args = parser.parse_args(argv)
@@ -517,11 +580,26 @@ def main(argv: list[str] | None = None) -> dict:
                  "beam 4 with score / length and fairseq's stopping rule on both sides.")
         print("\n" + text)
         if args.record:
-            with (ROOT / "benchmarks" / "RESULTS.md").open("a", encoding="utf-8") as f:
-                f.write("\n## Decoding speed: aiayn vs fairseq on the gettext models "
-                        f"(`benchmarks/vs_fairseq.py --decode-only`)\n\n"
-                        f"{datetime.date.today().isoformat()}\n\n    {command}\n\n{text}\n")
+            record("Decoding speed: aiayn vs fairseq on the gettext models "
+                   "(`benchmarks/vs_fairseq.py --decode-only`)", "", command, text)
         return {"decode_only": text}
+    if args.updates:
+        results = {}
+        for seed in args.seeds:
+            results[seed] = run_updates(work, data, seed, args)
+            text = updates_table(results)  # after each seed: a long run shows what it has
+            print("\n" + text, flush=True)
+        text += (f"\n\nBeam 4, batch {BATCH}, score / length, fairseq's stopping rule; "
+                 f"{data['n_test']} test sentences. Training precision: aiayn "
+                 f"train.precision={args.aiayn_precision}, fairseq fp32; {args.threads} "
+                 "thread(s) each, both systems at once.")
+        out = Path(args.json) if args.json else work / "updates.json"
+        out.write_text(json.dumps({"command": command, "updates": args.updates,
+                                   "results": results}, indent=2) + "\n")
+        if args.record:
+            record("Translation: aiayn vs fairseq at equal updates "
+                   "(`benchmarks/vs_fairseq.py --updates`)", "", command, text)
+        return {"updates": results}
     results = {seed: run_seed(work, data, seed, args) for seed in args.seeds}
     text = table(results)
     final = results[args.seeds[0]]["aiayn"]["final"]
@@ -540,7 +618,9 @@ def main(argv: list[str] | None = None) -> dict:
     out.write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n")
     print(f"results: {out}")
     if args.record:
-        record(text, command, args)
+        record("Translation: aiayn vs fairseq on gettext EN->DE (`benchmarks/vs_fairseq.py`)",
+               f"; {args.minutes:g} min of training per system, {args.threads} thread(s), "
+               "2-core CPU machine.", command, text)
     return report
 
 
