@@ -131,17 +131,29 @@ def test_sigkill_sweep_then_resume_equals_an_uninterrupted_run(tmp_path):
         resume = ["--resume"] if (out / "train_state.pt").exists() else []
         return [sys.executable, "-m", "aiayn", "train", str(config), "--out", str(out), *resume]
 
+    def last_step() -> int:  # the latest training step the run has logged (log_every=1)
+        try:
+            rows = (out / "metrics.jsonl").read_text().splitlines()
+        except FileNotFoundError:
+            return 0
+        return max([json.loads(r)["step"] for r in rows if r.endswith("}")] or [0])
+
     kills = 0
     for _ in range(4):
+        # a kill point by progress, not by the clock (a fast machine runs all 40 steps in ~1 s):
+        # a few steps past where the run starts, plus up to 30 ms more
+        target = last_step() + rng.randint(1, 10)
         proc = subprocess.Popen(command(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        time.sleep(rng.uniform(2.0, 6.0))
+        while proc.poll() is None and last_step() < target:
+            time.sleep(0.002)
+        time.sleep(rng.uniform(0.0, 0.03))
         if proc.poll() is None:
             proc.send_signal(signal.SIGKILL)
             kills += 1
         proc.communicate(timeout=120)
     finish = subprocess.run(command(), capture_output=True, timeout=300)
     assert finish.returncode == 0, finish.stderr.decode()
-    assert kills >= 1  # the sweep did interrupt the run
+    assert kills >= 3  # the sweep did interrupt the run (the 4th round may reach step 40)
     assert not [p for p in out.rglob("*") if p.name.endswith(".tmp")]
     want, got = load_file(tmp_path / "ref" / "model.safetensors"), load_file(out / "model.safetensors")
     assert want.keys() == got.keys()
