@@ -211,6 +211,7 @@ def test_initialisation_is_fairseqs():
         return gain * (6 / (fan_in + fan_out)) ** 0.5
 
     def uniform_like(p, bound):  # within the bound, and spread over it (std of U(-b, b) = b/sqrt(3))
+        p = p.detach()
         assert float(p.abs().max()) <= bound
         assert abs(float(p.std()) - bound / 3 ** 0.5) < 0.1 * bound / 3 ** 0.5
 
@@ -226,5 +227,5 @@ def test_initialisation_is_fairseqs():
     uniform_like(layer.ffn.w2.bias, d_ff ** -0.5)
     cross = model.decoder.layers[-1].cross_attn
     uniform_like(cross.k_proj.weight, xavier_bound(cross.k_proj.weight, 2 ** -0.5))
-    emb = model.src_embed.tokens.weight
+    emb = model.src_embed.tokens.weight.detach()
     assert abs(float(emb.std()) - d ** -0.5) < 0.05 * d ** -0.5
