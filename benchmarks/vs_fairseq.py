@@ -36,7 +36,8 @@ hypothesis could still win, which with this penalty means to the length limit: ~
     python benchmarks/vs_fairseq.py                        # 12 min of training per system, seed 0
     python benchmarks/vs_fairseq.py --seeds 0 1 --threads 2 --record   # append to RESULTS.md
     python benchmarks/vs_fairseq.py --quick                # smoke test: 1 min each, 100 sentences
-    python benchmarks/vs_fairseq.py --updates 800 --seeds 2 3 --threads 1   # quality per update
+    python benchmarks/vs_fairseq.py --updates 800 --seeds 0 1 2 --threads 1   # quality per update
+    python benchmarks/vs_fairseq.py --merge A.json B.json  # one table of several --updates runs
 
 Run it on a quiet machine: with 2 threads and another process busy on a core, fairseq's many small
 per-parameter ops (its Adam loop) slow down far more than aiayn's (seen: 3-9 s per update instead
@@ -561,7 +562,23 @@ def main(argv: list[str] | None = None) -> dict:
                         "checkpoint is scored; no speed is measured")
     parser.add_argument("--workers", type=int, default=2,
                         help="aiayn's decoding processes for the best-mode rows (default 2)")
+    parser.add_argument("--merge", nargs="+", metavar="JSON", default=None,
+                        help="print (and with --record, append) one --updates table of the seeds "
+                        "of earlier --updates runs' JSON files; nothing is trained")
     args = parser.parse_args(argv)
+    if args.merge:
+        results = {}
+        for path in args.merge:
+            for seed, systems in json.loads(Path(path).read_text())["results"].items():
+                results[int(seed)] = {system: {int(step): r for step, r in steps.items()}
+                                      for system, steps in systems.items()}
+        text = updates_table(dict(sorted(results.items())))
+        print(text)
+        if args.record:
+            record("Translation: aiayn vs fairseq at equal updates "
+                   "(`benchmarks/vs_fairseq.py --updates`)", "",
+                   "python benchmarks/vs_fairseq.py " + shlex.join(sys.argv[1:]), text)
+        return {"updates": results}
     args.minutes = args.minutes or (1.0 if args.quick else 12.0)
     args.save_every = args.save_every or (20 if args.quick else 200)
     argv = sys.argv[1:] if argv is None else argv
