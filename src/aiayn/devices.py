@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 
 from aiayn.errors import ConfigError
@@ -71,5 +72,14 @@ def resolve_precision(precision: str, device: str) -> tuple[str, str]:
     return "fp32", "auto"
 
 
-__all__ = ["DEVICE_NAMES", "check_device_name", "cpu_has_bf16", "resolve_device",
+def launched() -> bool:
+    """True when torchrun (or another launcher) started this process as one of several (read
+    from the environment alone: no torch import)."""
+    try:
+        return int(os.environ.get("WORLD_SIZE", "1")) > 1
+    except ValueError:
+        return False
+
+
+__all__ = ["DEVICE_NAMES", "check_device_name", "cpu_has_bf16", "launched", "resolve_device",
            "resolve_precision"]

@@ -98,7 +98,7 @@ def _main(argv: list[str] | None) -> int:
         parser.print_help()
         return 2
     if "WORLD_SIZE" in os.environ and not getattr(args, "distributed", False):
-        from aiayn.training.distributed import launched  # torch: only under a launcher
+        from aiayn.devices import launched
 
         if launched():  # every process would do the whole job and print it again: refuse, once
             if os.environ.get("RANK", "0") == "0":
@@ -141,16 +141,15 @@ def run() -> None:
     Every file of the command is written and closed before main returns (atomic checkpoints,
     metrics and TensorBoard writers closed by the trainer)."""
     code = main()
-    if "torch.distributed" in sys.modules:
-        from aiayn.training.distributed import launched
+    from aiayn.devices import launched  # no torch import (Ctrl-C may have cut one short)
 
-        if launched():
-            for stream in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):
-                try:
-                    stream.flush()
-                except (OSError, ValueError, AttributeError):  # closed, or a broken pipe
-                    pass
-            os._exit(code)
+    if launched():
+        for stream in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):
+            try:
+                stream.flush()
+            except (OSError, ValueError, AttributeError):  # closed, or a broken pipe
+                pass
+        os._exit(code)
     sys.exit(code)
 
 

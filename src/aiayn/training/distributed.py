@@ -33,7 +33,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from aiayn.devices import resolve_device
+from aiayn.devices import launched, resolve_device
 from aiayn.errors import UserError
 
 # How long a process waits for the others at a collective (e.g. while rank 0 evaluates or saves)
@@ -56,14 +56,6 @@ class World:
     @property
     def active(self) -> bool:
         return self.size > 1
-
-
-def launched() -> bool:
-    """True when torchrun (or another launcher) started this process as one of several."""
-    try:
-        return int(os.environ.get("WORLD_SIZE", "1")) > 1
-    except ValueError:
-        return False
 
 
 def world() -> World:
