@@ -69,6 +69,7 @@ VPY = VENV / "bin" / "python"
 DEPS = ["numpy", "cython", "setuptools", "wheel", "sacrebleu", "sentencepiece", "cffi", "regex",
         "hydra-core==1.3.2", "omegaconf==2.3.0", "tqdm", "bitarray", "scikit-learn", "packaging"]
 VOCAB, MAX_LEN, AIAYN_MAX_TOKENS, BATCH = 8000, 160, 4000, 64
+UPDATES_TITLE = "Translation: aiayn vs fairseq at equal updates (`benchmarks/vs_fairseq.py --updates`)"
 
 SPM_SCRIPT = """
 import sys, sentencepiece as spm
@@ -575,8 +576,7 @@ def main(argv: list[str] | None = None) -> dict:
         text = updates_table(dict(sorted(results.items())))
         print(text)
         if args.record:
-            record("Translation: aiayn vs fairseq at equal updates "
-                   "(`benchmarks/vs_fairseq.py --updates`)", "",
+            record(UPDATES_TITLE, "",
                    "python benchmarks/vs_fairseq.py " + shlex.join(sys.argv[1:]), text)
         return {"updates": results}
     args.minutes = args.minutes or (1.0 if args.quick else 12.0)
@@ -614,8 +614,7 @@ def main(argv: list[str] | None = None) -> dict:
         out.write_text(json.dumps({"command": command, "updates": args.updates,
                                    "results": results}, indent=2) + "\n")
         if args.record:
-            record("Translation: aiayn vs fairseq at equal updates "
-                   "(`benchmarks/vs_fairseq.py --updates`)", "", command, text)
+            record(UPDATES_TITLE, "", command, text)
         return {"updates": results}
     results = {seed: run_seed(work, data, seed, args) for seed in args.seeds}
     text = table(results)

@@ -11,6 +11,7 @@ import importlib
 import os
 import sys
 
+from aiayn.devices import launched  # the environment alone: no torch import
 from aiayn.errors import UserError, describe_os_error
 
 # Modules that register sub-commands, in the order they appear in `aiayn --help`.
@@ -97,15 +98,13 @@ def _main(argv: list[str] | None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
-    if "WORLD_SIZE" in os.environ and not getattr(args, "distributed", False):
-        from aiayn.devices import launched
-
-        if launched():  # every process would do the whole job and print it again: refuse, once
-            if os.environ.get("RANK", "0") == "0":
-                print("aiayn: error: torchrun runs the training commands (train, lm train, "
-                      "classify train, vit train); run this one as a single process",
-                      file=sys.stderr)
-            return 2
+    if launched() and not getattr(args, "distributed", False):
+        # every process would do the whole job and print it again: refuse, once
+        if os.environ.get("RANK", "0") == "0":
+            print("aiayn: error: torchrun runs the training commands (train, lm train, "
+                  "classify train, vit train); run this one as a single process",
+                  file=sys.stderr)
+        return 2
     try:
         return int(args.func(args) or 0)
     except UserError as e:
@@ -123,12 +122,12 @@ def _main(argv: list[str] | None) -> int:
         print(f"aiayn: error: {reason}", file=sys.stderr)
         return 2
     finally:
-        if getattr(args, "distributed", False) and "torch.distributed" in sys.modules:
-            # under torchrun: leave the process group here, while every object of the command
-            # is gone and the interpreter is whole, rather than in an atexit handler
-            from aiayn.training.distributed import finish
-
-            finish()
+        # under torchrun: leave the process group here, while every object of the command is
+        # gone and the interpreter is whole, rather than in an atexit handler. Only a module
+        # that finished importing can hold a group (Ctrl-C may have cut torch's import short)
+        distributed = sys.modules.get("aiayn.training.distributed")
+        if getattr(args, "distributed", False) and distributed is not None:
+            distributed.finish()
 
 
 def run() -> None:
@@ -141,8 +140,6 @@ def run() -> None:
     Every file of the command is written and closed before main returns (atomic checkpoints,
     metrics and TensorBoard writers closed by the trainer)."""
     code = main()
-    from aiayn.devices import launched  # no torch import (Ctrl-C may have cut one short)
-
     if launched():
         for stream in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):
             try:
