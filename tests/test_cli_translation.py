@@ -107,6 +107,24 @@ def test_translate_arguments_and_stdin_in_order(trained, capsys, monkeypatch):
     assert code == 0 and out3 == out
 
 
+def test_translate_and_eval_without_repeated_ngrams(trained, capsys):
+    tmp, _, model = trained
+    from aiayn import load
+    from aiayn.tasks.translation import decode_ids
+    translator = load(model)
+    sources = (tmp / "valid.src").read_text(encoding="utf-8").splitlines()
+    ids = [translator.encode_source(s) for s in sources]
+    for beam in (1, 3):
+        out = decode_ids(translator.model, ids, beam=beam, no_repeat_ngram_size=1)
+        assert all(len(set(o)) == len(o) for o in out), out  # 1-grams: no subword twice
+        code, text, _ = run(capsys, "translate", "--model", model, *sources, "--beam", str(beam),
+                            "--no-repeat-ngram-size", "1")
+        assert code == 0 and text.splitlines() == translator.tokenizer.decode_batch(out)
+    code, text, _ = run(capsys, "eval", "--model", model, "--src", tmp / "valid.src", "--ref",
+                        tmp / "valid.tgt", "--json", "--no-repeat-ngram-size", "2")
+    assert code == 0 and "bleu" in json.loads(text)
+
+
 def test_eval_reports_sacrebleu_chrf_exact_match_and_speed(trained, capsys):
     tmp, _, model = trained
     code, out, _ = run(capsys, "eval", "--model", model, "--src", tmp / "valid.src",
@@ -311,6 +329,10 @@ def test_ctrl_c_or_sigterm_saves_and_exits_then_resume_finishes(tmp_path, sig, c
     (["trian", "demo"], "invalid choice: 'trian'"),
     (["translate", "--model", "m", "--device", "tpu", "x"], "argument --device: must be one of"),
     (["translate", "--model", "m", "--alpha", "nan", "x"], "argument --alpha: nan: must be a finite"),
+    (["translate", "--model", "m", "--no-repeat-ngram-size", "-1", "x"],
+     "argument --no-repeat-ngram-size: -1: must be a non-negative integer"),
+    (["generate", "--model", "m", "--no-repeat-ngram-size", "two"],
+     "argument --no-repeat-ngram-size: 'two' is not an integer"),
 ])
 def test_bad_flags_are_one_line_errors_naming_the_flag(capsys, argv, message):
     with pytest.raises(SystemExit) as info:

@@ -391,7 +391,7 @@ def test_an_opus_mt_folder_imports_and_translates_as_transformers_does(opus_mt_f
     # Beam search as the folder says (generation_config.json: beam 4, |Y|^1, first_k), the same
     # translations as transformers' generate() with that config.
     assert mt.meta["generation"] == {"beam": 4, "alpha": 1.0, "length_penalty": "avg",
-                                     "early_stopping": "first_k"}
+                                     "early_stopping": "first_k", "no_repeat_ngram_size": 0}
     same = longest = 0
     for text in sentences:
         with torch.no_grad():
@@ -402,6 +402,19 @@ def test_an_opus_mt_folder_imports_and_translates_as_transformers_does(opus_mt_f
             same += 1
             longest = max(longest, hf_ids.index(0))
     assert same >= 2 and longest >= 5  # not only translations that end at once
+    # HF's no_repeat_ngram_size (beam 4 and greedy) gives the same translations as aiayn's.
+    same = changed = 0
+    for text in sentences:
+        for beam in (1, 4):
+            with torch.no_grad():
+                free, hf_out = (hf.generate(**hf_tok([text], return_tensors="pt"), num_beams=beam,
+                                            max_new_tokens=20, no_repeat_ngram_size=n,
+                                            bad_words_ids=[[pad]])[0, 1:].tolist() for n in (0, 2))
+            if 0 in hf_out[:19]:
+                ours = mt.translate(text, beam=beam, no_repeat_ngram_size=2)[0]
+                assert ours == hf_tok.decode(hf_out, skip_special_tokens=True), (text, beam)
+                same, changed = same + 1, changed + (free != hf_out)
+    assert same >= 4 and changed >= 1  # the ban changed some of the compared translations
     # Exported again, it is a Marian whose tokenizer appends </s>, with the same logits.
     again, again_tok = exported(out, tmp_path / "again", "AutoModelForSeq2SeqLM")
     ids = again_tok([sentences[0]])["input_ids"][0]

@@ -155,3 +155,27 @@ def test_stream_config_and_errors():
         stream(model, prompt, 5, prompt_mask=torch.tensor([[1, 1, 1], [1, 1, 0]]).bool())
     with pytest.raises(ValueError, match="at least one token"):
         left_pad([[5, 6], []])
+
+
+def _repeats(tokens, t, n):
+    grams = {tuple(tokens[i:i + n]) for i in range(len(tokens) - n + 1)}
+    return len(tokens) >= n and (*tokens[len(tokens) - n + 1:], t) in grams
+
+
+@pytest.mark.parametrize("n", [1, 2, 3])
+def test_no_repeat_ngram_size_counts_the_prompt_and_not_the_padding(n):
+    """HF's rule for decoder-only models: an n-gram of the prompt may not come again either.
+    Ragged prompts batched (left padding, which must not count) equal the per-prompt reference."""
+    model = _model(seed=2)
+    prompts = _prompts(2, [1, 9, 4, 2]) + [[7, 8, 9, 7, 8]]  # the last ends in n-grams it has
+    free = generate(model, prompts, 20, temperature=0)[:, 9:].tolist()
+    assert any(_repeats(p + o[:i], o[i], n) for p, o in zip(prompts, free) for i in range(20))
+    out = generate(model, prompts, 20, temperature=0, no_repeat_ngram_size=n)[:, 9:].tolist()
+    for prompt, got in zip(prompts, out, strict=True):
+        idx = list(prompt)
+        for _ in range(20):  # reference: no cache, argmax over the tokens that repeat nothing
+            logits = model(torch.tensor([idx]))[0, -1].detach().clone()
+            logits[[t for t in range(V) if _repeats(idx, t, n)]] = float("-inf")
+            idx.append(int(logits.argmax()))
+        assert got == idx[len(prompt):]
+        assert not any(_repeats(prompt + got[:i], got[i], n) for i in range(20))

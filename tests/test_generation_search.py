@@ -65,9 +65,19 @@ def _alone(src_row):
     return src, mask
 
 
-def reference_beam(model, src_row, k, alpha, kind, max_extra, min_length=0, stopping="exact"):
+def repeats(tokens, t, n):
+    """Would appending t to tokens repeat one of their n-grams? (n = 0: never)"""
+    if n == 0 or len(tokens) < n:
+        return False
+    grams = {tuple(tokens[i:i + n]) for i in range(len(tokens) - n + 1)}
+    return (*tokens[len(tokens) - n + 1:], t) in grams
+
+
+def reference_beam(model, src_row, k, alpha, kind, max_extra, min_length=0, stopping="exact",
+                   no_repeat=0):
     """§6.1 beam search's rules, one sentence, recomputing every prefix: (score, tokens, logprob).
-    stopping: when to stop once k hypotheses have finished (see GenerationConfig.early_stopping)."""
+    stopping: when to stop once k hypotheses have finished (see GenerationConfig.early_stopping);
+    no_repeat: no n-gram of that size twice."""
     src, mask = _alone(src_row)
     memory, max_len = model.encode(src, mask), src.shape[1] + max_extra
     live, finished = [([], 0.0)], []
@@ -78,7 +88,7 @@ def reference_beam(model, src_row, k, alpha, kind, max_extra, min_length=0, stop
         lprobs = torch.log_softmax(logits, -1).tolist()
         cands = [(score + lprobs[b][t], b, t) for b, (_, score) in enumerate(live) for t in range(V)
                  if t not in (PAD, BOS) and (t == EOS or step < max_len)
-                 and (t != EOS or step >= min_length)]
+                 and (t != EOS or step >= min_length) and not repeats(live[b][0], t, no_repeat)]
         cands = sorted(cands, key=lambda c: -c[0])[:2 * k]  # 2k candidates
         for score, b, t in cands[:k]:  # EOS is finalised only among the top k
             if t == EOS:
@@ -97,12 +107,13 @@ def reference_beam(model, src_row, k, alpha, kind, max_extra, min_length=0, stop
     return sorted(finished, key=lambda f: -f[0])[:k]
 
 
-def reference_greedy(model, src_row, max_extra, min_length=0):
+def reference_greedy(model, src_row, max_extra, min_length=0, no_repeat=0):
     src, mask = _alone(src_row)
     memory, out = model.encode(src, mask), []
     for step in range(src.shape[1] + max_extra):
         logits = model.decode(torch.tensor([[BOS] + out]), memory, mask)[0, -1].clone()
         logits[[PAD, BOS]] = -math.inf
+        logits[[t for t in range(V) if repeats(out, t, no_repeat)]] = -math.inf
         if step < min_length:
             logits[EOS] = -math.inf
         token = int(logits.argmax())
@@ -171,6 +182,30 @@ def test_min_length_bans_eos_until_then():
     for row, got in zip(src, hyps, strict=True):
         want = reference_beam(model, row, 3, 0.6, "gnmt", 5, min_length=3)
         assert [h.tokens for h in got] == [w[1] for w in want]
+
+
+@pytest.mark.parametrize("n", [1, 2, 3])
+@pytest.mark.parametrize("beam", [1, 3])
+def test_no_repeat_ngram_size_equals_reference_loop(n, beam):
+    """fairseq's/HF's no_repeat_ngram_size: the vectorised ban against a per-hypothesis Python
+    check; the premise (this model repeats n-grams without the ban) is asserted first."""
+    model, src = _model(0, bias=-3.0), _sources(0)  # long outputs: room to repeat
+    config = GenerationConfig(beam=beam, max_extra=12, early_stopping="first_k", **IDS)
+    free = search(model, src, config)
+    assert any(repeats(o[:i], o[i], n) for o in free for i in range(len(o))), free
+    banned = config.replace(no_repeat_ngram_size=n)
+    if beam == 1:
+        out = search(model, src, banned)
+        assert out == [reference_greedy(model, row, 12, no_repeat=n) for row in src]
+    else:
+        hyps = search_hypotheses(model, src, banned)
+        out = [h[0].tokens for h in hyps]
+        for row, got in zip(src, hyps, strict=True):
+            want = reference_beam(model, row, beam, 0.6, "gnmt", 12, stopping="first_k",
+                                  no_repeat=n)
+            assert [h.tokens for h in got] == [w[1] for w in want]
+    assert not any(repeats(o[:i], o[i], n) for o in out for i in range(len(o)))
+    assert out != free
 
 
 def test_a_decoder_started_from_eos_can_still_end_with_it():

@@ -12,15 +12,24 @@ from aiayn.config import did_you_mean
 from aiayn.errors import UserError
 
 
-def positive_int(text: str) -> int:
-    """argparse type: an integer >= 1 (`--beam 0` is refused with the flag's name)."""
+def _int_at_least(text: str, least: int, what: str) -> int:
     try:
         value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{value}: must be a positive integer")
+    if value < least:
+        raise argparse.ArgumentTypeError(f"{value}: must be a {what} integer")
     return value
+
+
+def positive_int(text: str) -> int:
+    """argparse type: an integer >= 1 (`--beam 0` is refused with the flag's name)."""
+    return _int_at_least(text, 1, "positive")
+
+
+def non_negative_int(text: str) -> int:
+    """argparse type: an integer >= 0 (0 usually means "off")."""
+    return _int_at_least(text, 0, "non-negative")
 
 
 def finite_float(text: str) -> float:

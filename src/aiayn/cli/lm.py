@@ -20,6 +20,7 @@ import sys
 from aiayn.cli.common import (
     device_options,
     finite_float,
+    non_negative_int,
     positive_int,
     report_training,
     runs_model,
@@ -64,6 +65,8 @@ def register(sub) -> None:
                      help="sample from the k most likely tokens (default 200, as nanoGPT; 0 = all)")
     gen.add_argument("--top-p", type=finite_float, default=None)
     gen.add_argument("--seed", type=int, default=None)
+    gen.add_argument("--no-repeat-ngram-size", type=non_negative_int, default=0, metavar="N",
+                     help="no N tokens in a row twice in prompt + continuation (default 0: off)")
     gen.set_defaults(func=_generate)
 
 
@@ -148,7 +151,7 @@ def _generate(args: argparse.Namespace) -> int:
     lm = LanguageModel.load(args.model, device=args.device)
     prompts = args.prompt or [""]
     options = dict(temperature=args.temperature, top_k=args.top_k or None, top_p=args.top_p,
-                   seed=args.seed)
+                   seed=args.seed, no_repeat_ngram_size=args.no_repeat_ngram_size)
     out = sys.stdout
     if len(prompts) == 1 and args.num_samples == 1:  # stream: each piece as soon as it exists
         pieces = lm.stream(prompts[0], args.max_new_tokens, **options)  # checks the options

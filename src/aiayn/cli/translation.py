@@ -3,8 +3,8 @@ lives in aiayn.cli.demo).
 
     aiayn train CONFIG [key=value ...] [--out DIR] [--resume]   CONFIG: file, built-in or preset
     aiayn translate --model DIR [--beam 4] [--alpha 0.6] [--length-penalty gnmt|avg]
-                    [--early-stopping exact|first_k|current_length] [--threads N] [--workers N]
-                    [TEXT ...]
+                    [--early-stopping exact|first_k|current_length] [--no-repeat-ngram-size N]
+                    [--threads N] [--workers N] [TEXT ...]
     aiayn eval --model DIR --src FILE --ref FILE [--json] [--hyp FILE] (and translate's options)
     aiayn average --model DIR [--last 5] --out DIR2      (§6.1 checkpoint averaging)
 
@@ -21,6 +21,7 @@ import time
 from aiayn.cli.common import (
     device_options,
     finite_float,
+    non_negative_int,
     positive_int,
     read_stdin_lines,
     report_training,
@@ -82,6 +83,9 @@ def _model_args(p: argparse.ArgumentParser) -> None:
                    help="when a sentence's beam stops: exact (no live hypothesis can beat the "
                         "K-th best finished; default), first_k (K finished, as fairseq), "
                         "current_length (HF transformers' heuristic)")
+    p.add_argument("--no-repeat-ngram-size", type=non_negative_int, default=None, metavar="N",
+                   help="no N-gram twice in a translation (fairseq's and HF's option; default 0: "
+                        "off, or an imported model's own)")
     p.add_argument("--batch-size", type=positive_int, default=64, help="sentences per batch (default 64)")
     device_options(p)
     p.add_argument("--checkpoint", type=positive_int, metavar="STEP",
@@ -107,7 +111,7 @@ def _threads() -> int:
 def _decode_opts(args: argparse.Namespace) -> dict:
     return dict(beam=args.beam, alpha=args.alpha, length_penalty=args.length_penalty,
                 batch_size=args.batch_size, early_stopping=args.early_stopping,
-                workers=args.workers)
+                workers=args.workers, no_repeat_ngram_size=args.no_repeat_ngram_size)
 
 
 def _translate_opts(args: argparse.Namespace) -> dict:
@@ -151,7 +155,7 @@ def _eval(args: argparse.Namespace) -> int:
     _set_threads(args)
     translator = Translator.load(args.model, device=args.device, checkpoint=args.checkpoint)
     search = translator.search_options(args.beam, args.alpha, args.length_penalty,
-                                       args.early_stopping)
+                                       args.early_stopping, args.no_repeat_ngram_size)
     start = time.perf_counter()
     hyps = translator.translate([s for s, _ in pairs], **{**_translate_opts(args), **search})
     seconds = time.perf_counter() - start

@@ -211,7 +211,8 @@ def generation_from_hf(folder: Path, c: dict[str, Any]) -> dict[str, Any]:
     """The Marian model's own search (generation_config.json, else config.json), as aiayn's
     search settings: num_beams, HF's length penalty (|Y|^alpha, aiayn's "avg") and its stopping
     rule (early_stopping true: stop at K finished, "first_k"; false: HF's heuristic,
-    "current_length"; "never": "exact"). transformers' defaults where a key is absent."""
+    "current_length"; "never": "exact") and no_repeat_ngram_size. transformers' defaults where
+    a key is absent."""
     path = folder / "generation_config.json"
     try:
         g = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else c
@@ -220,12 +221,16 @@ def generation_from_hf(folder: Path, c: dict[str, Any]) -> dict[str, Any]:
     rule = g.get("early_stopping", False)
     beam = g.get("num_beams", 1)
     alpha = g.get("length_penalty", 1.0)
+    ngram = g.get("no_repeat_ngram_size", 0)
+    where = path if path.is_file() else folder / "config.json"
     if not isinstance(beam, int) or isinstance(beam, bool) or beam < 1 or \
             not isinstance(alpha, (int, float)) or isinstance(alpha, bool):
-        raise UserError(f"{path if path.is_file() else folder / 'config.json'}: num_beams="
-                        f"{beam!r}, length_penalty={alpha!r}: expected a positive integer and "
-                        "a number")
+        raise UserError(f"{where}: num_beams={beam!r}, length_penalty={alpha!r}: expected a "
+                        "positive integer and a number")
+    if not isinstance(ngram, int) or isinstance(ngram, bool) or ngram < 0:
+        raise UserError(f"{where}: no_repeat_ngram_size={ngram!r}: expected a non-negative integer")
     return {"beam": beam, "alpha": float(alpha), "length_penalty": "avg",
+            "no_repeat_ngram_size": ngram,
             "early_stopping": "exact" if rule == "never" else "first_k" if rule else
             "current_length"}
 

@@ -21,6 +21,7 @@ import torch
 from torch import Tensor
 
 from aiayn.generation.config import LENGTH_PENALTIES, GenerationConfig
+from aiayn.generation.ngrams import ban_repeated_ngrams
 from aiayn.generation.strategies import to_scores
 
 
@@ -73,11 +74,14 @@ class BeamSearch:
         return length_penalty(length, self.cfg.alpha, self.cfg.length_penalty)
 
     def _lprobs(self, logits: Tensor) -> Tensor:
-        """(N, V) log-probabilities with the rules applied: banned tokens, min/max length."""
+        """(N, V) log-probabilities with the rules applied: banned tokens, repeated n-grams,
+        min/max length."""
         cfg, v = self.cfg, logits.shape[-1]
         lprobs = to_scores(logits, log_probs=True)
         if self.banned:
             lprobs[:, self.banned] = float("-inf")
+        if cfg.no_repeat_ngram_size:  # self.tokens (N, step): each beam's output so far
+            ban_repeated_ngrams(lprobs, self.tokens, cfg.no_repeat_ngram_size)
         if self.step < cfg.min_length:
             lprobs[:, cfg.eos_id] = float("-inf")
         if self.step >= self.min_limit:  # §6.1 maximum length: at the limit only EOS may follow

@@ -47,6 +47,9 @@ class GenerationConfig(Config):
     max_new_tokens: int | None = None  # a cap on new tokens (a language model's only limit)
     max_extra: int = 50  # §6.1 encoder-decoder: at most input length + max_extra tokens
     min_length: int = 0  # EOS is not allowed before this many new tokens
+    # No n-gram of this size twice in an output (fairseq/HF; not the paper's): 0 = off. Beam
+    # search and encoder-decoders count the output tokens; language models the prompt as well.
+    no_repeat_ngram_size: int = 0
     bos_id: int = BOS
     eos_id: int | None = EOS  # None: no token ends a row (language models may run to the cap)
     pad_id: int = PAD
@@ -70,7 +73,7 @@ class GenerationConfig(Config):
         if self.beam > 1 and self.temperature > 0:
             _fail("temperature", self.temperature,
                   f"beam search (beam={self.beam}) does not sample; use temperature=0")
-        for name in ("max_new_tokens", "max_extra", "min_length"):
+        for name in ("max_new_tokens", "max_extra", "min_length", "no_repeat_ngram_size"):
             value = getattr(self, name)
             if value is not None and value < 0:
                 _fail(name, value, "must be non-negative")

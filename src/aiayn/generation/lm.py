@@ -26,6 +26,7 @@ from torch import Tensor
 from aiayn.errors import ConfigError, UserError
 from aiayn.generation.config import GenerationConfig
 from aiayn.generation.loop import decode_loop
+from aiayn.generation.ngrams import with_padding_marked
 from aiayn.generation.steps import DecoderLMStep
 from aiayn.generation.strategies import Sampler
 
@@ -104,7 +105,9 @@ def _decode(model, prompt: Tensor, prompt_mask: Tensor | None, config: Generatio
     step = DecoderLMStep(model, getattr(cfg, "max_len", None), config.sliding_window)
     cache = step.start(prompt, prompt_mask, config.max_new_tokens)
     limit = torch.full((prompt.shape[0],), config.max_new_tokens, device=prompt.device)
-    sampler = Sampler(limit, config, config.banned, generator=generator)
+    # A repeated n-gram counts across the prompt too (HF's rule for decoder-only models).
+    prefix = with_padding_marked(prompt, prompt_mask) if config.no_repeat_ngram_size else None
+    sampler = Sampler(limit, config, config.banned, generator=generator, prefix=prefix)
     for _ in decode_loop(step, cache, sampler, prompt):  # the first step is the prefill
         yield sampler.last
 
@@ -113,7 +116,8 @@ def stream(model, prompt: Tensor | Sequence[Sequence[int]], max_new_tokens: int,
            temperature: float = 1.0, top_k: int | None = None, top_p: float | None = None,
            seed: int | None = None, eos_id: int | None = None, pad_id: int = 0,
            banned: Sequence[int] = (), prompt_mask: Tensor | None = None,
-           sliding_window: bool = False, min_length: int = 0) -> Iterator[Tensor]:
+           sliding_window: bool = False, min_length: int = 0,
+           no_repeat_ngram_size: int = 0) -> Iterator[Tensor]:
     """An iterator over the next token of every row, (B,), up to max_new_tokens times.
 
     prompt (B, T) with T >= 1 (left-padded rows with `prompt_mask`, or a list of token lists of
@@ -121,12 +125,14 @@ def stream(model, prompt: Tensor | Sequence[Sequence[int]], max_new_tokens: int,
     (aiayn.generation.sampling), reproducible for a given `seed`. A row that has produced `eos_id`
     yields `pad_id` afterwards; the loop ends when every row has. `banned` tokens are never
     produced (e.g. padding and BOS). sliding_window: past the model's max_len, crop to the last
-    max_len tokens and recompute. The arguments are checked here (ValueError / UserError),
+    max_len tokens and recompute. no_repeat_ngram_size n > 0: no n-gram twice in a row's prompt
+    and output together. The arguments are checked here (ValueError / UserError),
     before any token is computed (so a caller can fail before printing anything).
     """
     config = GenerationConfig(temperature=temperature, top_k=top_k, top_p=top_p, seed=seed,
                               max_new_tokens=max_new_tokens, min_length=min_length, eos_id=eos_id,
-                              pad_id=pad_id, banned=tuple(banned), sliding_window=sliding_window)
+                              pad_id=pad_id, banned=tuple(banned), sliding_window=sliding_window,
+                              no_repeat_ngram_size=no_repeat_ngram_size)
     return stream_config(model, prompt, config, prompt_mask)
 
 

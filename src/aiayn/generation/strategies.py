@@ -14,6 +14,7 @@ import torch
 from torch import Tensor
 
 from aiayn.generation.config import GenerationConfig
+from aiayn.generation.ngrams import ban_repeated_ngrams
 from aiayn.generation.sampling import sample
 
 
@@ -30,14 +31,18 @@ class Sampler:
     max_len (B,): new tokens allowed per row (a row stops after that many, EOS or not).
     banned: token ids never produced. log_probs: choose from log_softmax(logits) (the search's
     scores, so that greedy equals beam 1 exactly) instead of the logits themselves.
+    prefix (B, T): tokens before the output that count for config.no_repeat_ngram_size (a
+    language model's prompt, padding marked by aiayn.generation.ngrams.with_padding_marked).
     After each step, `last` (B,) holds each row's new token (pad_id once a row has finished);
     at the end, `results()` the new tokens of every row, without EOS.
     """
 
     def __init__(self, max_len: Tensor, config: GenerationConfig, banned: Sequence[int] = (),
-                 log_probs: bool = False, generator: torch.Generator | None = None):
+                 log_probs: bool = False, generator: torch.Generator | None = None,
+                 prefix: Tensor | None = None):
         b, device = max_len.shape[0], max_len.device
         self.cfg, self.log_probs, self.generator = config, log_probs, generator
+        self.prefix = prefix
         self.banned = sorted(set(banned))
         self.rows = torch.arange(b, device=device)  # (N,) the batch row of each live row
         self.max_len = max_len  # (N,)
@@ -53,6 +58,11 @@ class Sampler:
         scores = to_scores(logits, self.log_probs)  # (N, V)
         if self.banned:
             scores[:, self.banned] = float("-inf")  # never emit padding or BOS (fairseq)
+        if cfg.no_repeat_ngram_size:
+            history = self.out[self.rows, :self.step]  # (N, step) the live rows' output so far
+            if self.prefix is not None:
+                history = torch.cat([self.prefix[self.rows], history], dim=1)
+            ban_repeated_ngrams(scores, history, cfg.no_repeat_ngram_size)
         if cfg.eos_id is not None and self.step < cfg.min_length:
             scores[:, cfg.eos_id] = float("-inf")
         token = sample(scores, cfg.temperature, cfg.top_k, cfg.top_p, generator=self.generator)

@@ -267,21 +267,24 @@ class LanguageModel:
 
     def stream(self, prompt: str = "", max_new_tokens: int = 100, temperature: float = 1.0,
                top_k: int | None = None, top_p: float | None = None,
-               seed: int | None = None) -> Iterator[str]:
+               seed: int | None = None, no_repeat_ngram_size: int = 0) -> Iterator[str]:
         """The continuation of `prompt`, piece by piece as tokens are produced (KV cache).
-        temperature 0 is greedy. A piece is held back while it ends in an incomplete character.
+        temperature 0 is greedy; no_repeat_ngram_size n > 0: no n-gram of tokens twice in the
+        prompt and continuation together. A piece is held back while it ends in an incomplete character.
         Past the model's max_len the context slides (the last max_len tokens are kept, as in
         nanoGPT). Bad options raise errors here, before the first token is computed."""
         s = self.special
         ids = torch.tensor([[s["bos"], *self.tokenizer.encode(prompt)]], device=self.device)
         tokens = stream_tokens(self.model, ids, max_new_tokens, temperature=temperature,
                                top_k=top_k, top_p=top_p, seed=seed, eos_id=s["eos"],
-                               pad_id=s["pad"], banned=self.banned, sliding_window=True)
+                               pad_id=s["pad"], banned=self.banned, sliding_window=True,
+                               no_repeat_ngram_size=no_repeat_ngram_size)
         return self._pieces(int(t) for t in tokens)
 
     def generate_batch(self, prompts: Sequence[str], max_new_tokens: int = 100,
                        num_samples: int = 1, temperature: float = 1.0, top_k: int | None = None,
-                       top_p: float | None = None, seed: int | None = None) -> list[list[str]]:
+                       top_p: float | None = None, seed: int | None = None,
+                       no_repeat_ngram_size: int = 0) -> list[list[str]]:
         """`num_samples` continuations of each prompt, decoded together in one batch (prompts of
         different lengths are left-padded and masked; a row's result is what it would be alone
         when greedy). Returns one list of samples per prompt."""
@@ -293,7 +296,8 @@ class LanguageModel:
             return []
         steps = list(stream_tokens(self.model, rows, max_new_tokens, temperature=temperature,
                                    top_k=top_k, top_p=top_p, seed=seed, eos_id=s["eos"],
-                                   pad_id=s["pad"], banned=self.banned, sliding_window=True))
+                                   pad_id=s["pad"], banned=self.banned, sliding_window=True,
+                                   no_repeat_ngram_size=no_repeat_ngram_size))
         new = torch.stack(steps, 1).tolist() if steps else [[] for _ in rows]
         texts = ["".join(self._pieces(iter(r))) for r in new]
         return [texts[i:i + num_samples] for i in range(0, len(texts), num_samples)]

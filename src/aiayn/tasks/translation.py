@@ -35,8 +35,8 @@ from aiayn.data.tokenizer import Tokenizer
 from aiayn.errors import ConfigError, UserError
 from aiayn.families import TRANSLATION as FAMILY
 from aiayn.folder import EXAMPLE_CHARS, load_model, save_model
-from aiayn.generation.config import EARLY_STOPPING
-from aiayn.generation.search import LENGTH_PENALTIES, beam_search, greedy_search
+from aiayn.generation.config import EARLY_STOPPING, GenerationConfig
+from aiayn.generation.search import LENGTH_PENALTIES, search
 from aiayn.generation.workers import check_workers, map_batches
 from aiayn.models import Transformer
 from aiayn.training import distributed
@@ -164,8 +164,10 @@ def translation_loss(eps: float) -> Callable[[nn.Module, Batch], tuple[torch.Ten
 def decode_ids(model, src_ids: Sequence[Sequence[int]], *, beam: int = 4, alpha: float = 0.6,
                length_penalty: str = "gnmt", batch_size: int = 64, max_extra: int = 50,
                device: str | torch.device = "cpu",
-               early_stopping: str = "exact", workers: int = 1) -> list[list[int]]:
+               early_stopping: str = "exact", workers: int = 1,
+               no_repeat_ngram_size: int = 0) -> list[list[int]]:
     """Token ids in -> token ids out (no BOS/EOS), in input order. beam=1 is greedy search.
+    no_repeat_ngram_size n > 0: no n-gram twice in an output (fairseq's and HF's option).
     workers > 1: the batches are decoded by that many CPU processes at once (same outputs;
     aiayn.generation.workers).
 
@@ -184,6 +186,8 @@ def decode_ids(model, src_ids: Sequence[Sequence[int]], *, beam: int = 4, alpha:
     if early_stopping not in EARLY_STOPPING:
         raise ConfigError(f"early_stopping={early_stopping!r}: must be one of "
                           f"{', '.join(EARLY_STOPPING)}")
+    if no_repeat_ngram_size < 0:
+        raise ConfigError(f"no_repeat_ngram_size={no_repeat_ngram_size}: must be non-negative")
     max_len = model.config.max_len
     src_ids = [list(s)[:max_len] for s in src_ids]  # longer inputs are truncated
     order = sorted(range(len(src_ids)), key=lambda i: len(src_ids[i]))
@@ -196,11 +200,11 @@ def decode_ids(model, src_ids: Sequence[Sequence[int]], *, beam: int = 4, alpha:
         src = pad_ids([src_ids[i] for i in rows]).to(device)
         # Positions 0..max_len-1 hold BOS and at most max_len - 1 output tokens.
         extra = max(0, min(max_extra, max_len - 1 - src.shape[1]))
-        common = dict(bos_id=BOS, eos_id=EOS, pad_id=PAD, max_extra=extra)
-        if beam == 1:
-            return greedy_search(model, src, **common)
-        return beam_search(model, src, beam=beam, alpha=alpha, length_penalty=length_penalty,
-                           early_stopping=early_stopping, **common)
+        config = GenerationConfig(beam=beam, alpha=alpha, length_penalty=length_penalty,
+                                  early_stopping=early_stopping, bos_id=BOS, eos_id=EOS,
+                                  pad_id=PAD, max_extra=extra,
+                                  no_repeat_ngram_size=no_repeat_ngram_size)
+        return search(model, src, config)
 
     batches = [todo[start:start + batch_size] for start in range(0, len(todo), batch_size)]
     for rows, out in zip(batches, map_batches(translate_batch, batches, workers), strict=True):
@@ -284,13 +288,13 @@ class Translator:
         return Path(folder)
 
     def search_options(self, beam: int | None = None, alpha: float | None = None,
-                       length_penalty: str | None = None,
-                       early_stopping: str | None = None) -> dict[str, Any]:
+                       length_penalty: str | None = None, early_stopping: str | None = None,
+                       no_repeat_ngram_size: int | None = None) -> dict[str, Any]:
         """The search settings: those given, else the folder's (meta "generation": an imported
         Marian model's own, from its generation_config.json), else §6.1's (beam 4, alpha 0.6,
         GNMT penalty) with the exact stopping rule."""
         given = dict(beam=beam, alpha=alpha, length_penalty=length_penalty,
-                     early_stopping=early_stopping)
+                     early_stopping=early_stopping, no_repeat_ngram_size=no_repeat_ngram_size)
         folder = self.meta.get("generation") or {}
         return {k: v if v is not None else folder.get(k, SEARCH_DEFAULTS[k])
                 for k, v in given.items()}
@@ -298,12 +302,14 @@ class Translator:
     def translate(self, sentences: str | Sequence[str], beam: int | None = None,
                   alpha: float | None = None, length_penalty: str | None = None,
                   batch_size: int = 64, max_extra: int = 50, early_stopping: str | None = None,
-                  warn: Callable[[str], None] | None = None, workers: int = 1) -> list[str]:
+                  warn: Callable[[str], None] | None = None, workers: int = 1,
+                  no_repeat_ngram_size: int | None = None) -> list[str]:
         """Translations of `sentences`, in order; search settings as `search_options` resolves
         them (§6.1 defaults: beam 4, alpha 0.6, GNMT). `warn` (e.g. a CLI's warning printer)
         hears of inputs cut to the model's max_len. workers > 1: that many CPU processes decode
         the batches side by side (the same translations, faster on a multi-core CPU)."""
-        opts = self.search_options(beam, alpha, length_penalty, early_stopping)
+        opts = self.search_options(beam, alpha, length_penalty, early_stopping,
+                                   no_repeat_ngram_size)
         if isinstance(sentences, str):
             sentences = [sentences]
         ids = [self.encode_source(s) for s in sentences]
@@ -367,7 +373,7 @@ class Translator:
 
 # §6.1's search, for models whose folder names no other (Translator.search_options)
 SEARCH_DEFAULTS: dict[str, Any] = {"beam": 4, "alpha": 0.6, "length_penalty": "gnmt",
-                                   "early_stopping": "exact"}
+                                   "early_stopping": "exact", "no_repeat_ngram_size": 0}
 
 
 def import_hf_marian(folder: str | Path, out: str | Path) -> Translator:
