@@ -11,9 +11,11 @@ are scored the same way. Measured, per system and seed:
     excluded: `aiayn eval` times it itself; for fairseq a few lines run in its venv time
     `TransformerModel.from_pretrained(...).translate()` (the hub interface, fairseq's own
     SequenceGenerator, length-sorted batches of 64), since fairseq-generate/-interactive report
-    only model time or totals including loading; and each system in its best mode: aiayn with
-    `--workers 2 --precision auto` (two decoding processes of one thread, under bf16 autocast
-    where the CPU computes bf16; the BLEU of that output is reported too), fairseq as above.
+    only model time or totals including loading; aiayn in one process both in fp32 (as
+    fairseq) and in its default precision (`--precision auto`: bf16 autocast where the CPU
+    computes bf16); and each system in its best mode: aiayn with `--workers 2 --precision auto`
+    (two decoding processes of one thread; the BLEU of that output is reported too), fairseq as
+    above.
 
 Precision: each system trains in its default, the best it offers on a CPU. aiayn's
 `train.precision=auto` is bf16 autocast on CPUs with AVX512-BF16 or AMX (fp32 elsewhere; the
@@ -37,6 +39,7 @@ hypothesis could still win, which with this penalty means to the length limit: ~
     python benchmarks/vs_fairseq.py --seeds 0 1 --threads 2 --record   # append to RESULTS.md
     python benchmarks/vs_fairseq.py --quick                # smoke test: 1 min each, 100 sentences
     python benchmarks/vs_fairseq.py --updates 800 --seeds 0 1 2 --threads 1   # quality per update
+    python benchmarks/vs_fairseq.py --updates 1200 --seeds 0 1 2 --threads 1 --resume  # go on
     python benchmarks/vs_fairseq.py --merge A.json B.json  # one table of several --updates runs
 
 Run it on a quiet machine: with 2 threads and another process busy on a core, fairseq's many small
@@ -238,7 +241,8 @@ def train_aiayn(out: Path, data: dict, seed: int, args) -> dict:
               "train.eval_every": 0, "train.save_every": args.save_every,
               "train.keep_last_n": 100000, "train.progress": "false", "train.tensorboard": "false",
               "train.precision": args.aiayn_precision}
-    run(["aiayn", "train", CONFIG, *(f"{k}={v}" for k, v in recipe.items()), "--out", out],
+    run(["aiayn", "train", CONFIG, *(f"{k}={v}" for k, v in recipe.items()), "--out", out,
+         *(["--resume"] if args.resume else [])],  # --resume: exact, as one longer run
         env=thread_env(args.threads), log=out.with_suffix(".log"))
     import torch  # only to read the documented train_state.pt (step, tokens, elapsed)
 
@@ -264,6 +268,8 @@ def train_fairseq(out: Path, data: dict, seed: int, args) -> dict:
         "--warmup-updates", 400, "--clip-norm", 1.0, "--seed", seed,
         # batches as aiayn's (see fairseq_max_tokens); no rounding of batch sizes to multiples of 8
         "--max-tokens", data["fairseq_max_tokens"], "--required-batch-size-multiple", 1]
+    # fairseq restores --save-dir's checkpoint_last.pt when there is one (--resume): model,
+    # optimizer, schedule and its place in the epoch.
     run([VENV / "bin" / "fairseq-train", data["bin"], "--task", "translation",
          "--arch", "transformer", *arch, *recipe, "--cpu", "--num-workers", 0,  # no loader process
          *(["--max-update", args.updates] if args.updates else
@@ -382,28 +388,38 @@ def run_seed(work: Path, data: dict, seed: int, args) -> dict:
                     # each system in its best mode: aiayn's worker processes under its auto
                     # precision (bf16 where the CPU computes it); fairseq's hub interface
                     # decodes in one process, in fp32
-                    best, best_hyp = seconds, hyp
+                    best, best_hyp, auto = seconds, hyp, seconds
                     if system == "aiayn":
                         best_hyp = hyp.with_suffix(".best.hyp")
                         best = decode(system, model, data, beam, best_hyp, args.threads,
                                       args.workers, "auto")
+                        # one process as fairseq's, in aiayn's default precision
+                        auto = decode(system, model, data, beam, hyp.with_suffix(".auto.hyp"),
+                                      args.threads, 1, "auto")
                     r[f"beam{beam}_best_sentences_per_s"] = round(data["n_test"] / best, 1)
+                    r[f"beam{beam}_auto_sentences_per_s"] = round(data["n_test"] / auto, 1)
                     if beam == 4:
                         r["best_bleu"] = score(best_hyp, data["ref"])["bleu"]
     return res
 
 
-def run_updates(work: Path, data: dict, seed: int, args) -> dict:
+def run_updates(work: Path, data: dict, seed: int, args, scored: dict | None = None) -> dict:
     """Quality at equal updates alone (--updates N): both systems train to N updates at the same
     time, --threads each (speed is not measured, so they may share the machine); then every
     checkpoint (each --save-every updates) is scored as run_seed scores: beam 4, score / length,
     fairseq's stopping rule, BLEU, chrF, words per translation and reference NLL.
+    With args.resume, the runs in `work` continue to N updates and the steps in `scored`
+    ({system: {step: scores}}, from the earlier run) are kept, not scored again.
     Returns {system: {step: scores}}."""
     from concurrent.futures import ThreadPoolExecutor
 
     dirs = {"aiayn": work / f"aiayn-s{seed}", "fairseq": work / f"fairseq-s{seed}"}
     for path in dirs.values():
-        shutil.rmtree(path, ignore_errors=True)
+        if args.resume and not path.is_dir():
+            sys.exit(f"--resume: {path} does not exist (run --updates without --resume first)")
+        if not args.resume:
+            shutil.rmtree(path, ignore_errors=True)
+    scored = scored or {}
     with ThreadPoolExecutor(2) as pool:  # two subprocesses side by side
         jobs = {"aiayn": pool.submit(train_aiayn, dirs["aiayn"], data, seed, args),
                 "fairseq": pool.submit(train_fairseq, dirs["fairseq"], data, seed, args)}
@@ -412,6 +428,9 @@ def run_updates(work: Path, data: dict, seed: int, args) -> dict:
     for system, folder in dirs.items():
         final, res[system] = trained[system]["updates"], {}
         for step in range(args.save_every, final + 1, args.save_every):
+            if step in scored.get(system, {}):
+                res[system][step] = scored[system][step]
+                continue
             model = (aiayn_step_model if system == "aiayn" else fairseq_step_model)(
                 folder, step, final)
             hyp = work / f"{system}-s{seed}-step{step}-beam4.hyp"
@@ -421,6 +440,13 @@ def run_updates(work: Path, data: dict, seed: int, args) -> dict:
             print(f"seed {seed} {system} step {step}: {res[system][step]['bleu']} BLEU, "
                   f"{res[system][step]['chrf']} chrF", flush=True)
     return res
+
+
+def read_updates(path: Path) -> dict:
+    """An --updates run's JSON file -> {seed: {system: {step: scores}}}."""
+    return {int(seed): {system: {int(step): r for step, r in steps.items()}
+                        for system, steps in systems.items()}
+            for seed, systems in json.loads(path.read_text())["results"].items()}
 
 
 def updates_table(results: dict) -> str:
@@ -461,6 +487,10 @@ ROWS = [  # (label, how to read it from one system's results)
     ("reference NLL at equal time (nats/sentence)", lambda r: r["final"]["ref_nll"]),
     ("greedy decoding sentences/s", lambda r: r["beam1_sentences_per_s"]),
     ("beam-4 decoding sentences/s", lambda r: r["beam4_sentences_per_s"]),
+    ("greedy sentences/s, one process (aiayn --precision auto)",
+     lambda r: r.get("beam1_auto_sentences_per_s")),
+    ("beam-4 sentences/s, one process (aiayn --precision auto)",
+     lambda r: r.get("beam4_auto_sentences_per_s")),
     ("greedy sentences/s, best mode (aiayn --workers --precision auto)",
      lambda r: r.get("beam1_best_sentences_per_s")),
     ("beam-4 sentences/s, best mode (aiayn --workers --precision auto)",
@@ -566,19 +596,24 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--merge", nargs="+", metavar="JSON", default=None,
                         help="print (and with --record, append) one --updates table of the seeds "
                         "of earlier --updates runs' JSON files; nothing is trained")
+    parser.add_argument("--resume", action="store_true",
+                        help="with --updates: continue the runs of an earlier --updates run in "
+                        "WORK to this many updates (as one longer run: aiayn resumes its "
+                        "training state, fairseq its checkpoint_last.pt); the checkpoints "
+                        "already in --json (default WORK/updates.json) are not scored again")
     args = parser.parse_args(argv)
     if args.merge:
         results = {}
         for path in args.merge:
-            for seed, systems in json.loads(Path(path).read_text())["results"].items():
-                results[int(seed)] = {system: {int(step): r for step, r in steps.items()}
-                                      for system, steps in systems.items()}
+            results.update(read_updates(Path(path)))
         text = updates_table(dict(sorted(results.items())))
         print(text)
         if args.record:
             record(UPDATES_TITLE, "",
                    "python benchmarks/vs_fairseq.py " + shlex.join(sys.argv[1:]), text)
         return {"updates": results}
+    if args.resume and not args.updates:
+        parser.error("--resume continues an --updates run: give --updates N")
     args.minutes = args.minutes or (1.0 if args.quick else 12.0)
     args.save_every = args.save_every or (20 if args.quick else 200)
     argv = sys.argv[1:] if argv is None else argv
@@ -601,16 +636,17 @@ def main(argv: list[str] | None = None) -> dict:
                    "(`benchmarks/vs_fairseq.py --decode-only`)", "", command, text)
         return {"decode_only": text}
     if args.updates:
+        out = Path(args.json) if args.json else work / "updates.json"
+        before = read_updates(out) if args.resume and out.is_file() else {}
         results = {}
         for seed in args.seeds:
-            results[seed] = run_updates(work, data, seed, args)
+            results[seed] = run_updates(work, data, seed, args, before.get(seed))
             text = updates_table(results)  # after each seed: a long run shows what it has
             print("\n" + text, flush=True)
         text += (f"\n\nBeam 4, batch {BATCH}, score / length, fairseq's stopping rule; "
                  f"{data['n_test']} test sentences. Training precision: aiayn "
                  f"train.precision={args.aiayn_precision}, fairseq fp32; {args.threads} "
                  "thread(s) each, both systems at once.")
-        out = Path(args.json) if args.json else work / "updates.json"
         out.write_text(json.dumps({"command": command, "updates": args.updates,
                                    "results": results}, indent=2) + "\n")
         if args.record:
