@@ -169,7 +169,8 @@ def test_no_repeat_ngram_size_counts_the_prompt_and_not_the_padding(n):
     model = _model(seed=2)
     prompts = _prompts(2, [1, 9, 4, 2]) + [[7, 8, 9, 7, 8]]  # the last ends in n-grams it has
     free = generate(model, prompts, 20, temperature=0)[:, 9:].tolist()
-    assert any(_repeats(p + o[:i], o[i], n) for p, o in zip(prompts, free) for i in range(20))
+    assert any(_repeats(p + o[:i], o[i], n) for p, o in zip(prompts, free, strict=True)
+               for i in range(20))
     out = generate(model, prompts, 20, temperature=0, no_repeat_ngram_size=n)[:, 9:].tolist()
     for prompt, got in zip(prompts, out, strict=True):
         idx = list(prompt)

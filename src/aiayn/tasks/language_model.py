@@ -270,9 +270,9 @@ class LanguageModel:
                seed: int | None = None, no_repeat_ngram_size: int = 0) -> Iterator[str]:
         """The continuation of `prompt`, piece by piece as tokens are produced (KV cache).
         temperature 0 is greedy; no_repeat_ngram_size n > 0: no n-gram of tokens twice in the
-        prompt and continuation together. A piece is held back while it ends in an incomplete character.
-        Past the model's max_len the context slides (the last max_len tokens are kept, as in
-        nanoGPT). Bad options raise errors here, before the first token is computed."""
+        prompt and continuation together. A piece is held back while it ends in an incomplete
+        character. Past the model's max_len the context slides (the last max_len tokens are
+        kept, as in nanoGPT). Bad options raise errors here, before the first token is computed."""
         s = self.special
         ids = torch.tensor([[s["bos"], *self.tokenizer.encode(prompt)]], device=self.device)
         tokens = stream_tokens(self.model, ids, max_new_tokens, temperature=temperature,
