@@ -40,7 +40,7 @@ hypothesis could still win, which with this penalty means to the length limit: ~
     python benchmarks/vs_fairseq.py --quick                # smoke test: 1 min each, 100 sentences
     python benchmarks/vs_fairseq.py --updates 800 --seeds 0 1 2 --threads 1   # quality per update
     python benchmarks/vs_fairseq.py --updates 1200 --seeds 0 1 2 --threads 1 --resume  # go on
-    python benchmarks/vs_fairseq.py --merge A.json B.json  # one table of several --updates runs
+    python benchmarks/vs_fairseq.py --merge A.json B.json  # one table of several runs' seeds
 
 Run it on a quiet machine: with 2 threads and another process busy on a core, fairseq's many small
 per-parameter ops (its Adam loop) slow down far more than aiayn's (seen: 3-9 s per update instead
@@ -72,6 +72,7 @@ VPY = VENV / "bin" / "python"
 DEPS = ["numpy", "cython", "setuptools", "wheel", "sacrebleu", "sentencepiece", "cffi", "regex",
         "hydra-core==1.3.2", "omegaconf==2.3.0", "tqdm", "bitarray", "scikit-learn", "packaging"]
 VOCAB, MAX_LEN, AIAYN_MAX_TOKENS, BATCH = 8000, 160, 4000, 64
+TIME_TITLE = "Translation: aiayn vs fairseq on gettext EN->DE (`benchmarks/vs_fairseq.py`)"
 UPDATES_TITLE = "Translation: aiayn vs fairseq at equal updates (`benchmarks/vs_fairseq.py --updates`)"
 
 SPM_SCRIPT = """
@@ -449,6 +450,32 @@ def read_updates(path: Path) -> dict:
             for seed, systems in json.loads(path.read_text())["results"].items()}
 
 
+def merge(paths: list[Path], record_it: bool) -> dict:
+    """One table of the seeds of several earlier runs' JSON files, all --updates runs or all
+    wall-clock runs (a later file's seed replaces an earlier file's)."""
+    kinds = {"updates" in json.loads(p.read_text()) for p in paths}
+    if len(kinds) > 1:
+        sys.exit("--merge: give only --updates runs' files or only wall-clock runs' files")
+    command = "python benchmarks/vs_fairseq.py " + shlex.join(sys.argv[1:])
+    if kinds == {True}:
+        results = {}
+        for path in paths:
+            results.update(read_updates(path))
+        text = updates_table(dict(sorted(results.items())))
+        print(text)
+        if record_it:
+            record(UPDATES_TITLE, "", command, text)
+        return {"updates": results}
+    results = {}
+    for path in paths:
+        results.update({int(seed): r for seed, r in json.loads(path.read_text())["results"].items()})
+    text = table(dict(sorted(results.items())))
+    print(text)
+    if record_it:
+        record(TIME_TITLE, "", command, text)
+    return {"results": results}
+
+
 def updates_table(results: dict) -> str:
     """Markdown for --updates: per checkpoint step, each seed's and the mean's BLEU / chrF /
     reference NLL / words per translation for both systems, and the ratios of BLEU and chrF."""
@@ -594,8 +621,9 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--workers", type=int, default=2,
                         help="aiayn's decoding processes for the best-mode rows (default 2)")
     parser.add_argument("--merge", nargs="+", metavar="JSON", default=None,
-                        help="print (and with --record, append) one --updates table of the seeds "
-                        "of earlier --updates runs' JSON files; nothing is trained")
+                        help="print (and with --record, append) one table of the seeds of "
+                        "earlier runs' JSON files (all --updates runs, or all wall-clock runs); "
+                        "nothing is trained")
     parser.add_argument("--resume", action="store_true",
                         help="with --updates: continue the runs of an earlier --updates run in "
                         "WORK to this many updates (as one longer run: aiayn resumes its "
@@ -603,15 +631,7 @@ def main(argv: list[str] | None = None) -> dict:
                         "already in --json (default WORK/updates.json) are not scored again")
     args = parser.parse_args(argv)
     if args.merge:
-        results = {}
-        for path in args.merge:
-            results.update(read_updates(Path(path)))
-        text = updates_table(dict(sorted(results.items())))
-        print(text)
-        if args.record:
-            record(UPDATES_TITLE, "",
-                   "python benchmarks/vs_fairseq.py " + shlex.join(sys.argv[1:]), text)
-        return {"updates": results}
+        return merge([Path(p) for p in args.merge], args.record)
     if args.resume and not args.updates:
         parser.error("--resume continues an --updates run: give --updates N")
     args.minutes = args.minutes or (1.0 if args.quick else 12.0)
@@ -670,9 +690,8 @@ def main(argv: list[str] | None = None) -> dict:
     out.write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n")
     print(f"results: {out}")
     if args.record:
-        record("Translation: aiayn vs fairseq on gettext EN->DE (`benchmarks/vs_fairseq.py`)",
-               f"; {args.minutes:g} min of training per system, {args.threads} thread(s), "
-               "2-core CPU machine.", command, text)
+        record(TIME_TITLE, f"; {args.minutes:g} min of training per system, "
+               f"{args.threads} thread(s), 2-core CPU machine.", command, text)
     return report
 
 
