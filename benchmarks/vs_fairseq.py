@@ -559,12 +559,18 @@ def record(title: str, about: str, command: str, text: str) -> None:
                 f"    {command}\n\n{text}\n")
 
 
+DECODE_MODES = {  # --decode-only's aiayn modes: (worker processes, --precision)
+    "aiayn 1 process fp32": (1, "fp32"), "aiayn 2 workers fp32": (2, "fp32"),
+    "aiayn 2 workers bf16 (--precision auto)": (2, "auto")}
+
+
 def decode_only(work: Path, data: dict, seeds: list[int], repeats: int, threads: int) -> str:
-    """Decoding speed alone, on the models a full run left in `work` (final checkpoints): both
-    systems interleaved, `repeats` times, for greedy and beam 4. -> a markdown table of the
-    median sentences/s (and the spread) per system, and the ratio of the medians."""
-    lines = ["| seed | search | aiayn sent/s (median, spread) | fairseq sent/s (median, spread) "
-             "| aiayn / fairseq |", "|---|---|---:|---:|---:|"]
+    """Decoding speed alone, on the models a full run left in `work` (final checkpoints): aiayn
+    in each of DECODE_MODES and fairseq, interleaved, `repeats` times, for greedy and beam 4
+    (the threads divided among aiayn's workers). -> a markdown table of the median
+    sentences/s (and the spread) per mode, and its ratio to fairseq's median."""
+    lines = ["| seed | search | mode | sentences/s (median, spread) | / fairseq |",
+             "|---|---|---|---:|---:|"]
     for seed in seeds:
         models = {"aiayn": work / f"aiayn-s{seed}",
                   "fairseq": work / f"fairseq-s{seed}" / "checkpoint_last.pt"}
@@ -572,25 +578,24 @@ def decode_only(work: Path, data: dict, seeds: list[int], repeats: int, threads:
             if not path.exists():
                 raise SystemExit(f"{path}: not found; run the full benchmark first (without "
                                  "--decode-only) to train the models")
+        modes = {**{name: ("aiayn", *how) for name, how in DECODE_MODES.items()},
+                 "fairseq": ("fairseq", 1, "fp32")}
         for beam in (1, 4):
-            speeds = {system: [] for system in models}
+            speeds = {name: [] for name in modes}
             for _ in range(repeats):
-                for system, model in models.items():
+                for name, (system, workers, precision) in modes.items():
                     hyp = work / f"{system}-s{seed}-decode-beam{beam}.hyp"
-                    seconds = decode(system, model, data, beam, hyp, threads)
-                    speeds[system].append(data["n_test"] / seconds)
+                    seconds = decode(system, models[system], data, beam, hyp, threads, workers,
+                                     precision)
+                    speeds[name].append(data["n_test"] / seconds)
             search = "greedy" if beam == 1 else f"beam {beam}"
-            lines.append(f"| {seed} | {search} | {speed_cells(speeds)} |")
-            print(lines[-1], flush=True)
+            peer = statistics.median(speeds["fairseq"])
+            for name, values in speeds.items():
+                med = statistics.median(values)
+                lines.append(f"| {seed} | {search} | {name} | {med:,.1f} ({min(values):,.1f}-"
+                             f"{max(values):,.1f}) | {med / peer:.2f}x |")
+                print(lines[-1], flush=True)
     return "\n".join(lines)
-
-
-def speed_cells(speeds: dict[str, list[float]]) -> str:
-    """{"aiayn": [...], "fairseq": [...]} sentences/s of repeats -> the table cells "median
-    (min-max) | median (min-max) | ratio of the medians"."""
-    med = {s: statistics.median(v) for s, v in speeds.items()}
-    cells = [f"{med[s]:,.1f} ({min(v):,.1f}-{max(v):,.1f})" for s, v in speeds.items()]
-    return f"{cells[0]} | {cells[1]} | {med['aiayn'] / med['fairseq']:.2f}x"
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -609,7 +614,8 @@ def main(argv: list[str] | None = None) -> dict:
                         help="append the table to benchmarks/RESULTS.md")
     parser.add_argument("--decode-only", action="store_true",
                         help="time decoding alone on the models of an earlier full run in WORK "
-                        "(both systems interleaved, --repeats times)")
+                        "(fairseq and aiayn in 1 process fp32, 2 workers fp32 and 2 workers "
+                        "bf16, interleaved, --repeats times)")
     parser.add_argument("--repeats", type=int, default=3, help="with --decode-only (default 3)")
     parser.add_argument("--aiayn-precision", default="auto", choices=("auto", "fp32", "bf16"),
                         help="aiayn's train.precision (default auto: bf16 on CPUs that compute "
