@@ -115,14 +115,19 @@ def test_translate_and_eval_without_repeated_ngrams(trained, capsys):
     sources = (tmp / "valid.src").read_text(encoding="utf-8").splitlines()
     ids = [translator.encode_source(s) for s in sources]
     for beam in (1, 3):
+        free = decode_ids(translator.model, ids, beam=beam)
+        assert any(len(set(o)) < len(o) for o in free), free  # premise: some subword repeats
         out = decode_ids(translator.model, ids, beam=beam, no_repeat_ngram_size=1)
         assert all(len(set(o)) == len(o) for o in out), out  # 1-grams: no subword twice
         code, text, _ = run(capsys, "translate", "--model", model, *sources, "--beam", str(beam),
                             "--no-repeat-ngram-size", "1")
         assert code == 0 and text.splitlines() == translator.tokenizer.decode_batch(out)
     code, text, _ = run(capsys, "eval", "--model", model, "--src", tmp / "valid.src", "--ref",
-                        tmp / "valid.tgt", "--json", "--no-repeat-ngram-size", "2")
+                        tmp / "valid.tgt", "--json", "--no-repeat-ngram-size", "1",
+                        "--hyp", tmp / "ngram.hyp")
     assert code == 0 and "bleu" in json.loads(text)
+    assert (tmp / "ngram.hyp").read_text(encoding="utf-8").splitlines() == \
+        translator.translate(sources, no_repeat_ngram_size=1)
 
 
 def test_eval_reports_sacrebleu_chrf_exact_match_and_speed(trained, capsys):

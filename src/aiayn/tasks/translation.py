@@ -35,8 +35,8 @@ from aiayn.data.tokenizer import Tokenizer
 from aiayn.errors import ConfigError, UserError
 from aiayn.families import TRANSLATION as FAMILY
 from aiayn.folder import EXAMPLE_CHARS, load_model, save_model
-from aiayn.generation.config import EARLY_STOPPING, GenerationConfig
-from aiayn.generation.search import LENGTH_PENALTIES, search
+from aiayn.generation.config import GenerationConfig
+from aiayn.generation.search import search
 from aiayn.generation.workers import check_workers, map_batches
 from aiayn.models import Transformer
 from aiayn.training import distributed
@@ -176,18 +176,12 @@ def decode_ids(model, src_ids: Sequence[Sequence[int]], *, beam: int = 4, alpha:
     is per batch (its longest source), so only a sentence within max_extra tokens of max_len can
     get a different (shorter) limit in another batch.
     """
-    if beam < 1:
-        raise ConfigError(f"beam={beam}: must be a positive integer")
-    if length_penalty not in LENGTH_PENALTIES:
-        raise ConfigError(f"length_penalty={length_penalty!r}: must be one of "
-                          f"{', '.join(LENGTH_PENALTIES)}")
+    # Checked here, before any batch is decoded (GenerationConfig names the bad parameter).
+    config = GenerationConfig(beam=beam, alpha=alpha, length_penalty=length_penalty,
+                              early_stopping=early_stopping, bos_id=BOS, eos_id=EOS, pad_id=PAD,
+                              max_extra=max_extra, no_repeat_ngram_size=no_repeat_ngram_size)
     if batch_size < 1:
         raise ConfigError(f"batch_size={batch_size}: must be a positive integer")
-    if early_stopping not in EARLY_STOPPING:
-        raise ConfigError(f"early_stopping={early_stopping!r}: must be one of "
-                          f"{', '.join(EARLY_STOPPING)}")
-    if no_repeat_ngram_size < 0:
-        raise ConfigError(f"no_repeat_ngram_size={no_repeat_ngram_size}: must be non-negative")
     max_len = model.config.max_len
     src_ids = [list(s)[:max_len] for s in src_ids]  # longer inputs are truncated
     order = sorted(range(len(src_ids)), key=lambda i: len(src_ids[i]))
@@ -200,11 +194,7 @@ def decode_ids(model, src_ids: Sequence[Sequence[int]], *, beam: int = 4, alpha:
         src = pad_ids([src_ids[i] for i in rows]).to(device)
         # Positions 0..max_len-1 hold BOS and at most max_len - 1 output tokens.
         extra = max(0, min(max_extra, max_len - 1 - src.shape[1]))
-        config = GenerationConfig(beam=beam, alpha=alpha, length_penalty=length_penalty,
-                                  early_stopping=early_stopping, bos_id=BOS, eos_id=EOS,
-                                  pad_id=PAD, max_extra=extra,
-                                  no_repeat_ngram_size=no_repeat_ngram_size)
-        return search(model, src, config)
+        return search(model, src, config.replace(max_extra=extra))
 
     batches = [todo[start:start + batch_size] for start in range(0, len(todo), batch_size)]
     for rows, out in zip(batches, map_batches(translate_batch, batches, workers), strict=True):
