@@ -80,10 +80,7 @@ class DecoderLM(nn.Module):
         (B, 1, 1, T_k), False at padding), further restricts the causal mask (never replaces it).
         """
         offset = cache.length if cache is not None else 0
-        if positions is None:
-            x = self.embed(tokens, offset)  # (B, T, D)
-        else:
-            x = self._embed_at(tokens, positions)
+        x = self.embed(tokens, offset, positions)  # (B, T, D)
         if mask is not None:  # §3.2.3: still causal (attention uses a given mask as it is)
             t = tokens.shape[1]
             mask = combine(causal_mask(t, offset + t, device=tokens.device), mask)
@@ -92,15 +89,6 @@ class DecoderLM(nn.Module):
             h, weights = out
             return self.output(h), weights
         return self.output(out)  # (B, T, V)
-
-    def _embed_at(self, tokens: Tensor, positions: Tensor) -> Tensor:
-        """Token embeddings plus the positional encodings at `positions` (B, T) -> (B, T, D):
-        InputEmbedding with a position per token instead of one offset for the batch."""
-        x = self.embed.tokens(tokens)  # (B, T, D)
-        if self.embed.positions is not None:
-            table = self.embed.positions(int(positions.max()) + 1)  # (P, D); sinusoids extend
-            x = x + table[positions].to(x.dtype)
-        return self.embed.dropout(x)
 
     def num_parameters(self) -> int:
         """Distinct parameters (tied matrices counted once)."""

@@ -86,8 +86,15 @@ class InputEmbedding(nn.Module):
         self.positions = positions
         self.dropout = nn.Dropout(dropout)
 
-    def forward(self, ids: Tensor, offset: int = 0) -> Tensor:
+    def forward(self, ids: Tensor, offset: int = 0, positions: Tensor | None = None) -> Tensor:
+        """ids (B, T) -> (B, T, D) at positions offset .. offset + T - 1, or with `positions`
+        (B, T) a position per token (rows at different places: a language model's left-padded
+        prompts, aiayn.generation.steps)."""
         x = self.tokens(ids)  # (B, T, D)
         if self.positions is not None:
-            x = x + self.positions(ids.shape[1], offset).to(x.dtype)
+            if positions is None:
+                x = x + self.positions(ids.shape[1], offset).to(x.dtype)
+            else:
+                table = self.positions(int(positions.max()) + 1)  # (P, D); sinusoids extend
+                x = x + table[positions].to(x.dtype)
         return self.dropout(x)
