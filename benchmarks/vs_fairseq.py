@@ -13,9 +13,9 @@ are scored the same way. Measured, per system and seed:
     SequenceGenerator, length-sorted batches of 64), since fairseq-generate/-interactive report
     only model time or totals including loading; aiayn in one process both in fp32 (as
     fairseq) and in its default precision (`--precision auto`: bf16 autocast where the CPU
-    computes bf16); and each system in its best mode: aiayn with `--workers 2 --precision auto`
-    (two decoding processes of one thread; the BLEU of that output is reported too), fairseq as
-    above.
+    computes bf16); and each system in its best mode: aiayn with `--workers 2` (two decoding
+    processes of one thread), in fp32 or `--precision auto`, whichever is faster for the search
+    (the BLEU of that output is reported too), fairseq as above.
 
 Precision: each system trains in its default, the best it offers on a CPU. aiayn's
 `train.precision=auto` is bf16 autocast on CPUs with AVX512-BF16 or AMX (fp32 elsewhere; the
@@ -41,6 +41,8 @@ hypothesis could still win, which with this penalty means to the length limit: ~
     python benchmarks/vs_fairseq.py --updates 800 --seeds 0 1 2 --threads 1   # quality per update
     python benchmarks/vs_fairseq.py --updates 1200 --seeds 0 1 2 --threads 1 --resume  # go on
     python benchmarks/vs_fairseq.py --merge A.json B.json  # one table of several runs' seeds
+    python benchmarks/vs_fairseq.py --updates 1200 --seeds 0 --threads 1 --aiayn-precision fp32 \
+        --peer-scores runs/vs-fairseq/updates.json --work runs/vs-fairseq-fp32  # aiayn alone
 
 Run it on a quiet machine: with 2 threads and another process busy on a core, fairseq's many small
 per-parameter ops (its Adam loop) slow down far more than aiayn's (seen: 3-9 s per update instead
@@ -386,14 +388,21 @@ def run_seed(work: Path, data: dict, seed: int, args) -> dict:
                                                           hyp.with_suffix(".nll.log"))}
                 if when == "final":
                     r[f"beam{beam}_sentences_per_s"] = round(data["n_test"] / seconds, 1)
-                    # each system in its best mode: aiayn's worker processes under its auto
-                    # precision (bf16 where the CPU computes it); fairseq's hub interface
+                    # each system in its best mode: aiayn's worker processes in fp32 or
+                    # under its auto precision (bf16 where the CPU computes it), whichever is
+                    # faster for this search (on the 2-core test machine greedy's small
+                    # products gain nothing from bf16, beam 4's do); fairseq's hub interface
                     # decodes in one process, in fp32
                     best, best_hyp, auto = seconds, hyp, seconds
                     if system == "aiayn":
-                        best_hyp = hyp.with_suffix(".best.hyp")
-                        best = decode(system, model, data, beam, best_hyp, args.threads,
-                                      args.workers, "auto")
+                        timed = {}
+                        for precision in ("fp32", "auto"):
+                            path = hyp.with_suffix(f".best-{precision}.hyp")
+                            timed[precision] = (decode(system, model, data, beam, path,
+                                                       args.threads, args.workers, precision),
+                                                path)
+                        fastest = min(timed, key=lambda k: timed[k][0])
+                        (best, best_hyp), r[f"beam{beam}_best_precision"] = timed[fastest], fastest
                         # one process as fairseq's, in aiayn's default precision
                         auto = decode(system, model, data, beam, hyp.with_suffix(".auto.hyp"),
                                       args.threads, 1, "auto")
@@ -415,17 +424,29 @@ def run_updates(work: Path, data: dict, seed: int, args, scored: dict | None = N
     from concurrent.futures import ThreadPoolExecutor
 
     dirs = {"aiayn": work / f"aiayn-s{seed}", "fairseq": work / f"fairseq-s{seed}"}
+    scored = scored or {}
+    if args.peer_scores:  # fairseq's checkpoints were scored in an earlier run: aiayn alone
+        peer = read_updates(Path(args.peer_scores)).get(seed, {}).get("fairseq", {})
+        missing = [s for s in range(args.save_every, args.updates + 1, args.save_every)
+                   if s not in peer]
+        if missing:
+            sys.exit(f"--peer-scores {args.peer_scores}: seed {seed} has no fairseq scores "
+                     f"for steps {missing}")
+        scored = {**scored, "fairseq": peer}
+        del dirs["fairseq"]
     for path in dirs.values():
         if args.resume and not path.is_dir():
             sys.exit(f"--resume: {path} does not exist (run --updates without --resume first)")
         if not args.resume:
             shutil.rmtree(path, ignore_errors=True)
-    scored = scored or {}
+    trainers = {"aiayn": train_aiayn, "fairseq": train_fairseq}
     with ThreadPoolExecutor(2) as pool:  # two subprocesses side by side
-        jobs = {"aiayn": pool.submit(train_aiayn, dirs["aiayn"], data, seed, args),
-                "fairseq": pool.submit(train_fairseq, dirs["fairseq"], data, seed, args)}
+        jobs = {system: pool.submit(trainers[system], folder, data, seed, args)
+                for system, folder in dirs.items()}
         trained = {system: job.result() for system, job in jobs.items()}
     res = {}
+    if "fairseq" not in dirs:
+        res["fairseq"] = {step: r for step, r in scored["fairseq"].items() if step <= args.updates}
     for system, folder in dirs.items():
         final, res[system] = trained[system]["updates"], {}
         for step in range(args.save_every, final + 1, args.save_every):
@@ -518,9 +539,9 @@ ROWS = [  # (label, how to read it from one system's results)
      lambda r: r.get("beam1_auto_sentences_per_s")),
     ("beam-4 sentences/s, one process (aiayn --precision auto)",
      lambda r: r.get("beam4_auto_sentences_per_s")),
-    ("greedy sentences/s, best mode (aiayn --workers --precision auto)",
+    ("greedy sentences/s, best mode (aiayn --workers, fp32 or --precision auto)",
      lambda r: r.get("beam1_best_sentences_per_s")),
-    ("beam-4 sentences/s, best mode (aiayn --workers --precision auto)",
+    ("beam-4 sentences/s, best mode (aiayn --workers, fp32 or --precision auto)",
      lambda r: r.get("beam4_best_sentences_per_s")),
     ("BLEU of the best-mode beam-4 output", lambda r: r.get("best_bleu")),
     ("words per beam-4 translation (final)", lambda r: r["final"]["hyp_words"]),
@@ -540,6 +561,10 @@ def table(results: dict) -> str:
                 a, f = get(results[seed]["aiayn"]), get(results[seed]["fairseq"])
                 if label.endswith("equal updates") and a is not None:
                     label += f" ({results[seed]['aiayn']['equal_updates']['step']})"
+                chosen = results[seed]["aiayn"].get(
+                    f"beam{1 if label.startswith('greedy') else 4}_best_precision")
+                if "best mode" in label and chosen:  # the precision that was faster
+                    label += f": {chosen}"
             ratio = f"{a / f:.2f}x" if a is not None and f else "n/a"
             lines.append(f"| {seed} | {label} | {fmt(a)} | {fmt(f)} | {ratio} |")
     return "\n".join(lines)
@@ -635,7 +660,13 @@ def main(argv: list[str] | None = None) -> dict:
                         "WORK to this many updates (as one longer run: aiayn resumes its "
                         "training state, fairseq its checkpoint_last.pt); the checkpoints "
                         "already in --json (default WORK/updates.json) are not scored again")
+    parser.add_argument("--peer-scores", metavar="JSON", default=None,
+                        help="with --updates: train aiayn alone and take fairseq's scores per "
+                        "checkpoint from this earlier --updates run's JSON file (same seeds, "
+                        "same machine's test set), e.g. to compare another aiayn setting")
     args = parser.parse_args(argv)
+    if args.peer_scores and (not args.updates or args.resume):
+        parser.error("--peer-scores goes with --updates N (and without --resume)")
     if args.merge:
         return merge([Path(p) for p in args.merge], args.record)
     if args.resume and not args.updates:
@@ -672,7 +703,8 @@ def main(argv: list[str] | None = None) -> dict:
         text += (f"\n\nBeam 4, batch {BATCH}, score / length, fairseq's stopping rule; "
                  f"{data['n_test']} test sentences. Training precision: aiayn "
                  f"train.precision={args.aiayn_precision}, fairseq fp32; {args.threads} "
-                 "thread(s) each, both systems at once.")
+                 "thread(s) each, " + (f"fairseq's scores from {args.peer_scores}."
+                                       if args.peer_scores else "both systems at once."))
         out.write_text(json.dumps({"command": command, "updates": args.updates,
                                    "results": results}, indent=2) + "\n")
         if args.record:
