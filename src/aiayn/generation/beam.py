@@ -100,8 +100,9 @@ class BeamSearch:
             logits = logits.repeat_interleave(k, dim=0)
         lprobs = self._lprobs(logits)
         v = lprobs.shape[-1]
-        # In place: lprobs is this step's own (N, V) tensor, the largest of a step after the
-        # logits; a new one per step costs an allocation and a pass (~4% of a beam-4 step).
+        # In place: lprobs is this step's own (N, V) tensor (_lprobs makes it), the largest of a
+        # step after the logits; one more per step cost an allocation and a pass (without it
+        # beam 4 decoded 1.04-1.11x as fast: benchmarks/RESULTS.md, "Decoding in one process").
         cand = lprobs.add_(self.scores.view(-1, 1)).view(n, k * v)
         cand_scores, cand_idx = cand.topk(min(2 * k, k * v), dim=1)  # (n, 2K), best first
         cand_beam, cand_tok = cand_idx // v, cand_idx % v
