@@ -262,3 +262,30 @@ def test_bf16_autocast_attention_follows_fp32(t):
         grads.append(mha.q_proj.weight.grad.clone())
     torch.testing.assert_close(outs[1], outs[0], atol=3e-2, rtol=3e-2)
     assert (grads[1] - grads[0]).norm() < 0.05 * grads[0].norm()
+
+
+def test_inference_keeps_joined_qkv_weights_only_while_they_are_unchanged():
+    """Under no_grad self-attention projects with a kept copy of the joined q/k/v weights; every
+    way weights change (an optimizer step, load_state_dict, a dtype change) must refresh it."""
+    torch.manual_seed(0)
+    m = MultiHeadAttention(32, 4).eval()
+    x = torch.randn(2, 5, 32)
+
+    def check(inp):
+        with torch.no_grad():
+            kept = m(inp, inp, inp)
+        with torch.enable_grad():  # the per-call join: the weights as they are now
+            now = m(inp, inp, inp).detach()
+        torch.testing.assert_close(kept, now, rtol=0, atol=0)
+        return kept
+
+    first = check(x)
+    assert m._qkv_kept is not None  # the premise: the copy exists and is used
+    opt = torch.optim.SGD(m.parameters(), lr=0.1)
+    m(x, x, x).square().sum().backward()
+    opt.step()
+    assert not torch.equal(check(x), first)
+    m.load_state_dict({k: v * 0.5 for k, v in m.state_dict().items()})
+    check(x)
+    m.to(torch.float64)
+    check(x.double())

@@ -141,6 +141,7 @@ class MultiHeadAttention(nn.Module):
         self.k_proj = nn.Linear(d_model, d_model, bias=bias)
         self.v_proj = nn.Linear(d_model, d_model, bias=bias)
         self.out_proj = nn.Linear(d_model, d_model, bias=bias)
+        self._qkv_kept: tuple | None = None  # (key, weight, bias) of _kept_qkv; not a parameter
 
     def _heads(self, x: Tensor) -> Tensor:
         b, t, _ = x.shape
@@ -159,16 +160,42 @@ class MultiHeadAttention(nn.Module):
         return self._heads(k), self._heads(v)  # (B, H, T_k, Dh) each
 
     def _project_qkv(self, query: Tensor, key: Tensor, value: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-        if query is key and key is value and torch.is_grad_enabled():
-            # Self-attention: one fused matmul for Q, K and V (same numbers, fewer kernel calls;
-            # under no_grad the three projections run as they are, as in _project_kv).
-            w = torch.cat([self.q_proj.weight, self.k_proj.weight, self.v_proj.weight])
-            b = None if self.q_proj.bias is None else torch.cat(
-                [self.q_proj.bias, self.k_proj.bias, self.v_proj.bias])
-            q, k, v = F.linear(query, w, b).chunk(3, dim=-1)
-            return self._heads(q), self._heads(k), self._heads(v)
+        if query is key and key is value:
+            # Self-attention: one fused matmul for Q, K and V (same numbers, fewer kernel calls).
+            # While autograd records, the weights are joined per call (autograd sees through the
+            # cat); otherwise (inference, e.g. a decoding step) the joined copy is kept while
+            # the weights stay as they are: joining them on every step cost more than it saved,
+            # while the kept copy made greedy decoding 1.04-1.08x and beam 4 1.00-1.02x as fast
+            # (benchmarks/RESULTS.md, "Decoding in one process"). Not under autocast, which
+            # would cast the copy (not a parameter, so not cached) on every call.
+            if torch.is_grad_enabled():
+                w, b = self._joined_qkv()
+            elif not torch.is_autocast_enabled(query.device.type):
+                w, b = self._kept_qkv()
+            else:
+                w = None
+            if w is not None:
+                q, k, v = F.linear(query, w, b).chunk(3, dim=-1)
+                return self._heads(q), self._heads(k), self._heads(v)
         k, v = self._project_kv(key, value)
         return self._heads(self.q_proj(query)), k, v
+
+    def _joined_qkv(self) -> tuple[Tensor, Tensor | None]:
+        w = torch.cat([self.q_proj.weight, self.k_proj.weight, self.v_proj.weight])
+        b = None if self.q_proj.bias is None else torch.cat(
+            [self.q_proj.bias, self.k_proj.bias, self.v_proj.bias])
+        return w, b
+
+    def _kept_qkv(self) -> tuple[Tensor, Tensor | None]:
+        """_joined_qkv, kept until a weight changes: it is keyed on the parameters' storage and
+        version counters, which an optimizer step, load_state_dict or .to() all move."""
+        params = [p for m in (self.q_proj, self.k_proj, self.v_proj)
+                  for p in (m.weight, m.bias) if p is not None]
+        key = tuple((p.data_ptr(), p.dtype, p._version) for p in params)
+        if self._qkv_kept is None or self._qkv_kept[0] != key:
+            with torch.no_grad():
+                self._qkv_kept = (key, *self._joined_qkv())
+        return self._qkv_kept[1], self._qkv_kept[2]
 
     def forward(
         self,
