@@ -478,23 +478,16 @@ def merge(paths: list[Path], record_it: bool) -> dict:
     if len(kinds) > 1:
         sys.exit("--merge: give only --updates runs' files or only wall-clock runs' files")
     command = "python benchmarks/vs_fairseq.py " + shlex.join(sys.argv[1:])
-    if kinds == {True}:
-        results = {}
-        for path in paths:
-            results.update(read_updates(path))
-        text = updates_table(dict(sorted(results.items())))
-        print(text)
-        if record_it:
-            record(UPDATES_TITLE, "", command, text)
-        return {"updates": results}
+    updates = kinds == {True}
     results = {}
     for path in paths:
-        results.update({int(seed): r for seed, r in json.loads(path.read_text())["results"].items()})
-    text = table(dict(sorted(results.items())))
+        results.update(read_updates(path) if updates else
+                       {int(seed): r for seed, r in json.loads(path.read_text())["results"].items()})
+    text = (updates_table if updates else table)(dict(sorted(results.items())))
     print(text)
     if record_it:
-        record(TIME_TITLE, "", command, text)
-    return {"results": results}
+        record(UPDATES_TITLE if updates else TIME_TITLE, "", command, text)
+    return {"updates" if updates else "results": results}
 
 
 def updates_table(results: dict) -> str:
@@ -561,10 +554,10 @@ def table(results: dict) -> str:
                 a, f = get(results[seed]["aiayn"]), get(results[seed]["fairseq"])
                 if label.endswith("equal updates") and a is not None:
                     label += f" ({results[seed]['aiayn']['equal_updates']['step']})"
-                chosen = results[seed]["aiayn"].get(
-                    f"beam{1 if label.startswith('greedy') else 4}_best_precision")
-                if "best mode" in label and chosen:  # the precision that was faster
-                    label += f": {chosen}"
+                if "best mode" in label:  # name the precision that was faster, if recorded
+                    chosen = results[seed]["aiayn"].get(
+                        f"beam{1 if label.startswith('greedy') else 4}_best_precision")
+                    label += f": {chosen}" if chosen else ""
             ratio = f"{a / f:.2f}x" if a is not None and f else "n/a"
             lines.append(f"| {seed} | {label} | {fmt(a)} | {fmt(f)} | {ratio} |")
     return "\n".join(lines)

@@ -168,13 +168,9 @@ class MultiHeadAttention(nn.Module):
             # while the kept copy made greedy decoding 1.04-1.08x and beam 4 1.00-1.02x as fast
             # (benchmarks/RESULTS.md, "Decoding in one process"). Not under autocast, which
             # would cast the copy (not a parameter, so not cached) on every call.
-            if torch.is_grad_enabled():
-                w, b = self._joined_qkv()
-            elif not torch.is_autocast_enabled(query.device.type):
-                w, b = self._kept_qkv()
-            else:
-                w = None
-            if w is not None:
+            grad = torch.is_grad_enabled()
+            if grad or not torch.is_autocast_enabled(query.device.type):
+                w, b = self._joined_qkv() if grad else self._kept_qkv()
                 q, k, v = F.linear(query, w, b).chunk(3, dim=-1)
                 return self._heads(q), self._heads(k), self._heads(v)
         k, v = self._project_kv(key, value)
