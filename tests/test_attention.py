@@ -289,3 +289,17 @@ def test_inference_keeps_joined_qkv_weights_only_while_they_are_unchanged():
     check(x)
     m.to(torch.float64)
     check(x.double())
+
+
+def test_short_sequence_matmul_path_keeps_float64():
+    # the CPU's two-matmul path (short sequences) softmaxes in fp32 only for bf16 / fp16 inputs;
+    # a float64 model (the search tests' reference models) keeps float64 throughout
+    from aiayn.nn.attention import _matmul_attention
+
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(2, 4, 5, 8, dtype=torch.float64) for _ in range(3))
+    mask = causal_mask(5, 5)
+    out = _matmul_attention(q, k, v, mask)
+    ref, _ = scaled_dot_product_attention(q, k, v, mask)
+    assert out.dtype == torch.float64
+    torch.testing.assert_close(out, ref, rtol=1e-13, atol=1e-13)

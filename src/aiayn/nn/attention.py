@@ -25,9 +25,11 @@ def scaled_dot_product_attention(
     """The explicit reference path: softmax(Q K^T / sqrt(d_k)) V, returning (out, weights).
 
     q (..., T_q, Dh), k (..., T_k, Dh), v (..., T_k, Dv) -> out (..., T_q, Dv), weights (..., T_q, T_k).
-    Scores and softmax are computed in fp32 whatever the input dtype, then cast back.
+    Scores and softmax are computed in fp32 for bf16 / fp16 inputs (in float64 for float64),
+    then cast back.
     """
-    scores = torch.matmul(q.float(), k.float().transpose(-2, -1)) / math.sqrt(q.shape[-1])
+    wide = torch.float64 if q.dtype == torch.float64 else torch.float32
+    scores = torch.matmul(q.to(wide), k.to(wide).transpose(-2, -1)) / math.sqrt(q.shape[-1])
     if mask is not None:
         # The dtype's lowest finite value, not -inf: a fully masked row stays finite (uniform), and
         # multiplying by the mask below zeroes it. Masked keys get exactly 0 weight.
@@ -103,13 +105,15 @@ def _ungroup(x: Tensor, group: int, t_q: int) -> Tensor:
 
 def _matmul_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None,
                       dropout_p: float = 0.0) -> Tensor:
-    """softmax(Q K^T / sqrt(d_k)) V as two batched matmuls in q's dtype, the softmax in fp32;
+    """softmax(Q K^T / sqrt(d_k)) V as two batched matmuls in q's dtype, the softmax in fp32 (or
+    in q's dtype when wider);
     a query with no allowed key gets zeros, as everywhere."""
     *lead, t_q, d = q.shape
     t_k = k.shape[-2]
     scores = torch.bmm(q.reshape(-1, t_q, d) * (1.0 / math.sqrt(d)),
                        k.reshape(-1, t_k, d).transpose(1, 2)).view(*lead, t_q, t_k)
-    scores = scores.float()
+    if scores.dtype in (torch.bfloat16, torch.float16):  # float64 stays float64
+        scores = scores.float()
     if mask is not None:  # the lowest finite value, as the reference path: never NaN
         scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)
     weights = torch.softmax(scores, dim=-1)
