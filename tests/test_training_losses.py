@@ -5,7 +5,8 @@ import torch
 import torch.nn.functional as F
 
 from aiayn.config import TrainConfig
-from aiayn.training.losses import label_smoothed_nll, token_accuracy
+from aiayn.training import losses
+from aiayn.training.losses import label_smoothed_nll, smoothed_cross_entropy, token_accuracy
 from aiayn.training.schedule import learning_rate, make_optimizer, noam_lr
 
 
@@ -41,6 +42,45 @@ def test_loss_gradient_skips_padding_positions():
     assert n == 5
     assert torch.all(logits.grad[target == 0] == 0)
     assert torch.all(logits.grad[target != 0].abs().sum(-1) > 0)
+
+
+def _reference_rows(logits, target, eps):
+    """The autograd graph the fused loss replaces: log_softmax -> gather -> mean."""
+    logp = F.log_softmax(logits, dim=-1)
+    nll = -logp.gather(-1, target.unsqueeze(-1)).squeeze(-1)
+    return (1 - eps) * nll - eps * logp.mean(-1), nll
+
+
+@pytest.mark.parametrize("eps,chunk", [(0.0, 1 << 20), (0.1, 1 << 20), (0.3, 1 << 20), (0.1, 120)])
+def test_fused_smoothed_loss_equals_the_log_softmax_graph_in_value_and_gradient(eps, chunk,
+                                                                                 monkeypatch):
+    monkeypatch.setattr(losses, "CHUNK_ELEMENTS", chunk)  # 120: blocks of 2 rows, the last of 1
+    torch.manual_seed(0)
+    base = torch.randn(3, 5, 50, dtype=torch.float64) * 4  # (B, T, V), large logits included
+    target = torch.randint(50, (3, 5))
+    weights = torch.rand(3, 5, dtype=torch.float64)  # a gradient that differs per row
+    fused, ref = base.clone().requires_grad_(), base.clone().requires_grad_()
+    loss, nll, argmax = smoothed_cross_entropy(fused, target, eps)
+    ref_loss, ref_nll = _reference_rows(ref, target, eps)
+    (loss.double() * weights).sum().backward()
+    (ref_loss * weights).sum().backward()
+    assert loss.dtype == torch.float32 and loss.shape == target.shape  # fp32, as the old loss
+    torch.testing.assert_close(loss.double(), ref_loss.detach(), rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(nll.double(), ref_nll.detach(), rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(fused.grad, ref.grad, rtol=1e-5, atol=1e-6)
+    assert torch.equal(argmax, base.argmax(-1))
+    assert not nll.requires_grad and not argmax.requires_grad
+
+
+def test_fused_smoothed_loss_takes_bf16_logits_and_returns_fp32_gradients_of_their_dtype():
+    torch.manual_seed(1)
+    logits = (torch.randn(6, 40) * 3).bfloat16().requires_grad_()
+    target = torch.randint(40, (6,))
+    loss, _, _ = smoothed_cross_entropy(logits, target, 0.1)
+    ref, _ = _reference_rows(logits.detach().float().requires_grad_(), target, 0.1)
+    torch.testing.assert_close(loss, ref, rtol=1e-5, atol=1e-5)
+    loss.sum().backward()
+    assert logits.grad.dtype == torch.bfloat16 and logits.grad.abs().sum() > 0
 
 
 def test_token_accuracy_counts_non_pad_positions():

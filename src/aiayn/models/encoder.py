@@ -22,7 +22,7 @@ from torch import Tensor, nn
 
 from aiayn.config import EncoderConfig
 from aiayn.masks import padding_mask
-from aiayn.nn import Encoder, LearnedPositions, TokenEmbedding
+from aiayn.nn import Dropout, Encoder, LearnedPositions, TokenEmbedding
 from aiayn.nn.feedforward import _ACTIVATIONS  # the feed-forward's activation table, shared
 from aiayn.nn.init import normal_init_
 
@@ -39,7 +39,7 @@ class EncoderEmbedding(nn.Module):
         self.positions = LearnedPositions(cfg.max_len, cfg.d_model)
         self.segments = nn.Embedding(cfg.type_vocab_size, cfg.d_model) if cfg.type_vocab_size else None
         self.norm = nn.LayerNorm(cfg.d_model, eps=cfg.layer_norm_eps) if cfg.embedding_norm else None
-        self.dropout = nn.Dropout(cfg.dropout)  # §5.4: dropout on the embedding sums
+        self.dropout = Dropout(cfg.dropout)  # §5.4: dropout on the embedding sums
 
     def forward(self, ids: Tensor, segments: Tensor | None = None) -> Tensor:
         """ids (B, T), segments (B, T) or None (all segment 0) -> (B, T, D)."""
@@ -86,7 +86,7 @@ class EncoderModel(nn.Module):
         self.encoder = Encoder(cfg, cfg.n_layers, final_norm=False)  # post-norm: each layer ends in one
         self.pooler = nn.Linear(cfg.d_model, cfg.d_model) if cfg.pooler else None
         self.mlm = MaskedLMHead(cfg, self.embed.tokens) if cfg.mlm_head else None
-        self.head_dropout = nn.Dropout(cfg.dropout)
+        self.head_dropout = Dropout(cfg.dropout)
         self.classifier = nn.Linear(cfg.d_model, cfg.n_labels) if cfg.n_labels else None
         self._init_weights()
 

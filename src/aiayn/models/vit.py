@@ -18,7 +18,7 @@ import torch
 from torch import Tensor, nn
 
 from aiayn.config import ViTConfig
-from aiayn.nn import Encoder, LearnedPositions
+from aiayn.nn import Dropout, Encoder, LearnedPositions
 from aiayn.nn.init import normal_init_
 
 
@@ -66,7 +66,7 @@ class VisionTransformer(nn.Module):
         self.patch_embed = PatchEmbedding(cfg)
         self.cls_token = nn.Parameter(torch.zeros(1, 1, cfg.d_model))
         self.positions = LearnedPositions(cfg.n_patches + 1, cfg.d_model)
-        self.dropout = nn.Dropout(cfg.dropout)
+        self.dropout = Dropout(cfg.dropout)
         # Pre-norm needs a LayerNorm after the last layer; ViT has one (the paper's post-norm does not).
         self.encoder = Encoder(cfg, cfg.n_layers, final_norm=True)
         self.head = nn.Linear(cfg.d_model, cfg.n_classes) if cfg.n_classes else None

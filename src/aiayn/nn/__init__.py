@@ -2,6 +2,7 @@
 
 from aiayn.nn.attention import MultiHeadAttention, scaled_dot_product_attention
 from aiayn.nn.cache import AttentionCache, KVCache
+from aiayn.nn.dropout import Dropout
 from aiayn.nn.feedforward import FeedForward
 from aiayn.nn.layers import Decoder, DecoderLayer, Encoder, EncoderLayer, Residual
 from aiayn.nn.positions import (
@@ -14,7 +15,7 @@ from aiayn.nn.positions import (
 )
 
 __all__ = [
-    "AttentionCache", "Decoder", "DecoderLayer", "Encoder", "EncoderLayer", "FeedForward",
+    "AttentionCache", "Decoder", "DecoderLayer", "Dropout", "Encoder", "EncoderLayer", "FeedForward",
     "InputEmbedding", "KVCache", "LearnedPositions", "MultiHeadAttention", "Residual",
     "SinusoidalPositions", "TokenEmbedding", "make_positions", "scaled_dot_product_attention",
     "sinusoidal_positions",

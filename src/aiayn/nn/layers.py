@@ -13,6 +13,7 @@ from torch import Tensor, nn
 from aiayn.config import BlockConfig
 from aiayn.nn.attention import MultiHeadAttention
 from aiayn.nn.cache import AttentionCache, KVCache
+from aiayn.nn.dropout import Dropout
 from aiayn.nn.feedforward import FeedForward
 
 
@@ -23,7 +24,7 @@ class Residual(nn.Module):
         super().__init__()
         self.norm_first = cfg.norm_first
         self.norm = nn.LayerNorm(cfg.d_model, eps=cfg.layer_norm_eps)
-        self.dropout = nn.Dropout(cfg.dropout)
+        self.dropout = Dropout(cfg.dropout)
 
     def pre(self, x: Tensor) -> Tensor:
         """The sub-layer's input."""

@@ -7,6 +7,8 @@ import math
 import torch
 from torch import Tensor, nn
 
+from aiayn.nn.dropout import Dropout
+
 
 def sinusoidal_positions(max_len: int, d_model: int) -> Tensor:
     """§3.5, interleaved: PE(pos, 2i) = sin(pos / 10000^(2i/d_model)), PE(pos, 2i+1) = cos(same).
@@ -84,7 +86,7 @@ class InputEmbedding(nn.Module):
         super().__init__()
         self.tokens = tokens
         self.positions = positions
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
 
     def forward(self, ids: Tensor, offset: int = 0, positions: Tensor | None = None) -> Tensor:
         """ids (B, T) -> (B, T, D) at positions offset .. offset + T - 1, or with `positions`

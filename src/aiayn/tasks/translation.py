@@ -42,7 +42,7 @@ from aiayn.models import Transformer
 from aiayn.training import distributed
 from aiayn.training.checkpoint import check_out_folder, check_resume, mark_started
 from aiayn.training.experiment import Experiment, Task, load_experiment, require_out
-from aiayn.training.losses import label_smoothed_nll, token_accuracy
+from aiayn.training.losses import smoothed_cross_entropy
 from aiayn.training.stream import BatchStream
 from aiayn.training.trainer import Trainer, TrainResult, seed_everything
 
@@ -148,13 +148,12 @@ def translation_loss(eps: float) -> Callable[[nn.Module, Batch], tuple[torch.Ten
 
     def loss_fn(model: nn.Module, batch: Batch):
         keep = batch.tgt_out != PAD
-        # (N, V): non-pad targets only; in fp32 for the loss whatever the autocast dtype (and
-        # once: the accuracy's argmax reads the same copy, 4x faster than over bf16 on the CPU)
-        logits = model(batch.src, batch.tgt_in, select=keep).float()
+        logits = model(batch.src, batch.tgt_in, select=keep)  # (N, V): non-pad targets only
         target = batch.tgt_out[keep]
-        loss, nll, n = label_smoothed_nll(logits, target, eps, None)
-        correct, _ = token_accuracy(logits, target, None)
-        return loss, n, {"nll": nll, "accuracy": correct}
+        # in fp32 whatever the autocast dtype; the prediction for the accuracy comes with it
+        loss, nll, predicted = smoothed_cross_entropy(logits, target, eps)
+        correct = int((predicted == target).sum())
+        return loss.sum(), len(target), {"nll": nll.sum(), "accuracy": correct}
 
     return loss_fn
 

@@ -1,0 +1,81 @@
+import pytest
+import torch
+import torch.nn.functional as F
+
+from aiayn.nn.dropout import LEVELS, Dropout, dropout, keep_mask
+
+
+@pytest.mark.parametrize("p", [0.1, 0.3, 0.5])
+def test_mask_drops_the_rounded_p_and_scaling_keeps_the_expectation(p):
+    torch.manual_seed(0)
+    n = 400_000
+    keep, scale = keep_mask(torch.Size([n]), p)
+    rounded = round(p * LEVELS) / LEVELS
+    assert abs(rounded - p) <= 0.5 / LEVELS
+    assert scale == pytest.approx(1 / (1 - rounded), rel=1e-12)
+    # 5 standard deviations of a binomial count
+    assert abs((~keep).float().mean().item() - rounded) < 5 * (p * (1 - p) / n) ** 0.5
+    y = dropout(torch.ones(n), p)
+    assert set(y.unique().tolist()) <= {0.0, torch.tensor(scale).item()}  # scale in fp32
+    assert y.mean().item() == pytest.approx(1.0, abs=5 * (p / (1 - p) / n) ** 0.5)
+
+
+def test_mask_levels_are_uniform_over_all_15_bits():
+    # every 16-bit part of the int64 draws is used: a stuck bit or a constant part would show
+    # as a level count far from uniform
+    torch.manual_seed(1)
+    n = 1 << 20
+    for p_levels in (1, 2, 4, 8, 16, 1024, 16384):  # thresholds that read single bits
+        keep, _ = keep_mask(torch.Size([n]), p_levels / LEVELS)
+        dropped = (~keep).float().mean().item()
+        assert dropped == pytest.approx(p_levels / LEVELS, abs=6 * (p_levels / LEVELS / n) ** 0.5 + 1e-7)
+    # positions 0..3 of each int64 drop alike (no part is stuck)
+    keep, _ = keep_mask(torch.Size([n]), 0.5)
+    rates = [(~keep[i::4]).float().mean().item() for i in range(4)]
+    assert max(rates) - min(rates) < 0.01
+
+
+def test_dropout_gradient_is_the_mask_times_the_scale():
+    torch.manual_seed(2)
+    x = torch.randn(64, 32, requires_grad=True)
+    torch.manual_seed(3)
+    y = dropout(x, 0.25)
+    g = torch.randn_like(y)
+    y.backward(g)
+    kept = y != 0
+    scale = LEVELS / (LEVELS - round(0.25 * LEVELS))
+    torch.testing.assert_close(y[kept], x.detach()[kept] * scale)
+    torch.testing.assert_close(x.grad, torch.where(kept, g * scale, 0.0))
+    torch.manual_seed(3)  # the same seed gives the same mask (the trainer's RNG state resumes it)
+    assert torch.equal(dropout(x.detach(), 0.25), y.detach())
+
+
+def test_dropout_module_is_the_identity_in_eval_and_at_p0_and_zero_at_p1():
+    x = torch.randn(8, 16)
+    module = Dropout(0.1).eval()
+    assert module(x) is x
+    assert dropout(x, 0.0) is x
+    assert torch.equal(dropout(x, 1.0), torch.zeros_like(x))
+    assert str(Dropout(0.1)) == "Dropout(p=0.1)" and not list(Dropout(0.1).state_dict())
+    with pytest.raises(ValueError, match="between 0 and 1"):
+        Dropout(1.5)
+
+
+def test_dropout_keeps_the_dtype_under_bf16():
+    x = torch.randn(32, 8).bfloat16()
+    torch.manual_seed(4)
+    y = dropout(x, 0.1)
+    assert y.dtype == torch.bfloat16
+    torch.manual_seed(4)
+    assert torch.equal(y, dropout(x.float(), 0.1).bfloat16())
+
+
+def test_training_step_matches_nn_dropout_in_distribution_not_in_masks():
+    # the point of the module: a different (cheaper) draw of the same distribution, so a seed
+    # gives other masks than torch's
+    torch.manual_seed(5)
+    ours = dropout(torch.ones(10_000), 0.1)
+    torch.manual_seed(5)
+    theirs = F.dropout(torch.ones(10_000), 0.1)
+    assert not torch.equal(ours, theirs)
+    assert abs((ours == 0).float().mean() - (theirs == 0).float().mean()) < 0.02
