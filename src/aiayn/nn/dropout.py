@@ -53,7 +53,7 @@ class _MaskedScale(torch.autograd.Function):
 
 
 def dropout(x: Tensor, p: float, training: bool = True) -> Tensor:
-    """F.dropout(x, p, training), with the 16-bit mask on the CPU (see the module docstring)."""
+    """F.dropout(x, p, training), with the 15-bit mask on the CPU (see the module docstring)."""
     if not training or p == 0.0:
         return x
     if x.device.type != "cpu" or p >= 1.0:
