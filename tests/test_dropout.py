@@ -79,3 +79,19 @@ def test_training_step_matches_nn_dropout_in_distribution_not_in_masks():
     theirs = F.dropout(torch.ones(10_000), 0.1)
     assert not torch.equal(ours, theirs)
     assert abs((ours == 0).float().mean() - (theirs == 0).float().mean()) < 0.02
+
+
+def test_attention_probability_dropout_uses_the_same_masks():
+    # the short-sequence CPU attention path drops attention weights with aiayn's dropout: the
+    # same seed gives exactly the weights that dropout() gives the undropped ones
+    from aiayn.nn.attention import _matmul_attention
+
+    torch.manual_seed(6)
+    q, k, v = (torch.randn(2, 3, 5, 4) for _ in range(3))
+    v_eye = torch.eye(5).expand(2, 3, 5, 5)  # with identity values the output is the weights
+    weights = _matmul_attention(q, k, v_eye, None)
+    torch.manual_seed(7)
+    dropped = _matmul_attention(q, k, v_eye, None, dropout_p=0.3)
+    torch.manual_seed(7)
+    torch.testing.assert_close(dropped, dropout(weights, 0.3))
+    assert (dropped == 0).any()

@@ -6,7 +6,7 @@ import torch.nn.functional as F
 
 from aiayn.config import TrainConfig
 from aiayn.training import losses
-from aiayn.training.losses import label_smoothed_nll, smoothed_cross_entropy, token_accuracy
+from aiayn.training.losses import label_smoothed_nll, smoothed_cross_entropy
 from aiayn.training.schedule import learning_rate, make_optimizer, noam_lr
 
 
@@ -81,11 +81,6 @@ def test_fused_smoothed_loss_takes_bf16_logits_and_returns_fp32_gradients_of_the
     torch.testing.assert_close(loss, ref, rtol=1e-5, atol=1e-5)
     loss.sum().backward()
     assert logits.grad.dtype == torch.bfloat16 and logits.grad.abs().sum() > 0
-
-
-def test_token_accuracy_counts_non_pad_positions():
-    logits = torch.tensor([[[0.0, 0.0, 1.0], [0.0, 1.0, 0.0], [1.0, 0.0, 0.0]]])
-    assert token_accuracy(logits, torch.tensor([[2, 2, 0]]), pad_id=0) == (1, 2)
 
 
 @pytest.mark.parametrize("step", [1, 100, 4000, 16000, 100000])

@@ -17,6 +17,7 @@ from torch import Tensor, nn
 
 from aiayn.masks import causal_mask
 from aiayn.nn.cache import AttentionCache
+from aiayn.nn.dropout import dropout
 
 
 def scaled_dot_product_attention(
@@ -39,7 +40,7 @@ def scaled_dot_product_attention(
         weights = weights * mask
     weights = weights.to(q.dtype)
     if dropout_p > 0.0:
-        weights = F.dropout(weights, p=dropout_p)
+        weights = dropout(weights, dropout_p)
     return torch.matmul(weights, v), weights
 
 
@@ -123,7 +124,7 @@ def _matmul_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None,
             weights = weights.masked_fill(~has_key, 0.0)
     weights = weights.to(v.dtype)
     if dropout_p > 0.0:
-        weights = F.dropout(weights, p=dropout_p)
+        weights = dropout(weights, dropout_p)
     out = torch.bmm(weights.view(-1, t_q, t_k), v.reshape(-1, t_k, v.shape[-1]))
     return out.view(*lead, t_q, v.shape[-1])
 

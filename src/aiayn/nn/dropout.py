@@ -1,5 +1,5 @@
-"""Dropout (§5.4: P_drop on each sub-layer output and on the embedding sums), with a faster mask
-on the CPU.
+"""Dropout (§5.4: P_drop on each sub-layer output and on the embedding sums; also on attention
+probabilities where a model asks for it), with a faster mask on the CPU.
 
 On the CPU, torch draws dropout masks with `bernoulli_`, one double-precision uniform per
 element: at the CPU-sized recipe (17 dropouts of ~2,000 x 256 per step) that is ~6% of a training
@@ -10,7 +10,8 @@ state resumes it.
 
 Where this departs from torch: the drop probability is rounded to a multiple of 1/32768 (0.1
 becomes 0.0999756), and kept values are scaled by 1 / (1 - that rounded p), so the expectation is
-exact. Elsewhere (CUDA, where the fused kernel is fast; p of 1) it is `F.dropout`.
+exact. Elsewhere (CUDA, where the fused kernel is fast; under torch.compile; p of 1) it is
+`F.dropout`.
 """
 
 from __future__ import annotations
@@ -56,8 +57,8 @@ def dropout(x: Tensor, p: float, training: bool = True) -> Tensor:
     """F.dropout(x, p, training), with the 15-bit mask on the CPU (see the module docstring)."""
     if not training or p == 0.0:
         return x
-    if x.device.type != "cpu" or p >= 1.0:
-        return F.dropout(x, p, True)
+    if x.device.type != "cpu" or p >= 1.0 or torch.compiler.is_compiling():
+        return F.dropout(x, p, True)  # (compiled, the compiler fuses its own masks)
     keep, scale = keep_mask(x.shape, p, x.device)
     return _MaskedScale.apply(x, keep, scale)
 

@@ -11,7 +11,6 @@ import torch.nn.functional as F
 from torch import Tensor
 from torch.autograd.function import once_differentiable
 
-
 CHUNK_ELEMENTS = 1 << 20  # the forward's exp works on blocks of ~4 MB, not one (N, V) temporary
 
 
@@ -87,16 +86,6 @@ def label_smoothed_nll(logits: Tensor, target: Tensor, eps: float = 0.1,
     else:
         n_tokens = target.numel()
     return loss.sum(), nll.sum(), n_tokens
-
-
-def token_accuracy(logits: Tensor, target: Tensor, pad_id: int | None = 0) -> tuple[int, int]:
-    """(correct, total) argmax predictions over non-pad target positions."""
-    with torch.no_grad():
-        hit = logits.argmax(-1) == target
-        if pad_id is not None:
-            keep = target != pad_id
-            return int((hit & keep).sum()), int(keep.sum())
-        return int(hit.sum()), target.numel()
 
 
 def classification_loss(logits: Tensor, labels: Tensor,
