@@ -20,6 +20,7 @@ import argparse
 import datetime
 import json
 import math
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -37,7 +38,6 @@ from vs_fairseq import (  # noqa: E402
     VPY,
     ensure_venv,
     prepare_data,
-    speed_cells,
     thread_env,
 )
 
@@ -64,6 +64,14 @@ out = hub.generate(ids, beam=int(beam), lenpen=1.0, max_len_a=1, max_len_b=50)
 seconds = time.perf_counter() - start
 print(json.dumps({"seconds": seconds, "out": [o[0]["tokens"].tolist() for o in out]}))
 """
+
+
+def speed_cells(speeds: dict[str, list[float]]) -> str:
+    """{"aiayn": [...], "fairseq": [...]} sentences/s of repeats -> the table cells "median
+    (min-max) | median (min-max) | ratio of the medians"."""
+    med = {s: statistics.median(v) for s, v in speeds.items()}
+    cells = [f"{med[s]:,.1f} ({min(v):,.1f}-{max(v):,.1f})" for s, v in speeds.items()]
+    return f"{cells[0]} | {cells[1]} | {med['aiayn'] / med['fairseq']:.2f}x"
 
 
 def fairseq_table(n: int, d: int) -> torch.Tensor:

@@ -20,6 +20,7 @@ It settled where the gap of vs_fairseq.py came from: not the model, its loss or 
 
 from __future__ import annotations
 
+import argparse
 import math
 import subprocess
 import sys
@@ -85,7 +86,8 @@ def fairseq_positions(n: int, offset: int = 0) -> torch.Tensor:
     return torch.cat([torch.sin(pos), torch.cos(pos)], 1)
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
+    argparse.ArgumentParser(description=__doc__.split("\n\n")[0]).parse_args(argv)
     from aiayn.config import TransformerConfig
     from aiayn.models import Transformer
     from aiayn.training.losses import label_smoothed_nll
