@@ -8,7 +8,10 @@ decoding started from </s> as fairseq does), and both search the same token ids 
 with the same rules: batch 64 in length order, beam 4 (and greedy), score / length, stop a
 sentence at 4 finished hypotheses, at most source length + 50 tokens, padding never emitted.
 It reports sentences/s of each (median of interleaved repeats, and the spread) and how many
-outputs are identical (float rounding may flip a near-tie).
+outputs are identical (float rounding may flip a near-tie). aiayn is timed in one process (the
+threads shared by its operations, as fairseq's are) and in --workers processes (the threads
+divided among them: `aiayn translate` / `eval`'s default, `--workers auto`); the two give the same
+outputs (checked).
 
     python benchmarks/vs_fairseq.py --seeds 0           # once: trains the models it reads
     python benchmarks/decode_vs_fairseq.py --seed 0 --repeats 3 [--record]
@@ -106,22 +109,27 @@ def aiayn_model(ref: dict):
     return model, perm
 
 
-def aiayn_decode(model, src: list[list[int]], beam: int) -> list[list[int]]:
-    """aiayn's search on the ids (aiayn numbering), batch 64 in length order, fairseq's rules."""
+def aiayn_decode(model, src: list[list[int]], beam: int, workers: int = 1) -> list[list[int]]:
+    """aiayn's search on the ids (aiayn numbering), batch 64 in length order, fairseq's rules;
+    workers > 1: that many forked processes decode alternate batches (`aiayn eval --workers`)."""
     from aiayn.data.special import EOS, PAD
     from aiayn.generation.search import GenerationConfig, search
+    from aiayn.generation.workers import map_batches
     from aiayn.tasks.translation import pad_ids
 
     config = GenerationConfig(beam=beam, alpha=1.0, length_penalty="avg", bos_id=EOS,
                               eos_id=EOS, pad_id=PAD, max_extra=50, early_stopping="first_k")
     order = sorted(range(len(src)), key=lambda i: len(src[i]))
+    batches = [order[start:start + BATCH] for start in range(0, len(order), BATCH)]
+
+    def one(rows: list[int]) -> list[list[int]]:
+        with torch.no_grad():
+            return search(model, pad_ids([src[i] for i in rows]), config)
+
     out: list[list[int]] = [[] for _ in src]
-    with torch.no_grad():
-        for start in range(0, len(order), BATCH):
-            rows = order[start:start + BATCH]
-            for i, tokens in zip(rows, search(model, pad_ids([src[i] for i in rows]), config),
-                                 strict=True):
-                out[i] = tokens
+    for rows, tokens in zip(batches, map_batches(one, batches, workers), strict=True):
+        for i, t in zip(rows, tokens, strict=True):
+            out[i] = t
     return out
 
 
@@ -131,6 +139,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--work", default="runs/vs-fairseq", help="vs_fairseq.py's folder")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--workers", type=int, default=2,
+                        help="aiayn is also timed with this many decoding processes, the threads "
+                             "divided among them (default 2; 1: one process only)")
     parser.add_argument("--record", action="store_true", help="append to benchmarks/RESULTS.md")
     args = parser.parse_args(argv)
     ensure_venv()
@@ -156,22 +167,29 @@ def main(argv: list[str] | None = None) -> int:
     model, perm = aiayn_model(ref)
     src = [[int(perm[t]) for t in row] for row in json.loads(str(ref["__src"]))]
     aiayn_decode(model, src[:64], 4)  # warm-up
-    lines = ["| search | aiayn sent/s (median, spread) | fairseq sent/s (median, spread) | "
-             "aiayn / fairseq | identical outputs |", "|---|---:|---:|---:|---:|"]
+    modes = {"1 process": 1, **({f"{args.workers} workers": args.workers} if args.workers > 1 else {})}
+    lines = ["| search | aiayn mode | aiayn sent/s (median, spread) | fairseq sent/s (median, "
+             "spread) | aiayn / fairseq | identical outputs |", "|---|---|---:|---:|---:|---:|"]
     for beam in (1, 4):
-        times: dict[str, list[float]] = {"aiayn": [], "fairseq": []}
-        for _ in range(args.repeats):
-            start = time.perf_counter()
-            ours = aiayn_decode(model, src, beam)
-            times["aiayn"].append(time.perf_counter() - start)
+        times: dict[str, list[float]] = {**{m: [] for m in modes}, "fairseq": []}
+        outs = {}
+        for _ in range(args.repeats):  # interleaved: every mode once per round
+            for mode, workers in modes.items():
+                start = time.perf_counter()
+                outs[mode] = aiayn_decode(model, src, beam, workers)
+                times[mode].append(time.perf_counter() - start)
             seconds, theirs = fairseq(beam)
             times["fairseq"].append(seconds)
         theirs = [[int(perm[t]) for t in row if int(perm[t]) != 2] for row in theirs]  # no </s>
-        same = sum(a == b for a, b in zip(ours, theirs, strict=True))
-        speed = {k: [len(src) / t for t in v] for k, v in times.items()}
         name = "greedy" if beam == 1 else f"beam {beam}"
-        lines.append(f"| {name} | {speed_cells(speed)} | {same}/{len(src)} |")
-        print(lines[-1], flush=True)
+        for mode in modes:
+            if outs[mode] != outs["1 process"]:
+                raise SystemExit(f"{name}: aiayn's {mode} output differs from one process's")
+            same = sum(a == b for a, b in zip(outs[mode], theirs, strict=True))
+            speed = {"aiayn": [len(src) / t for t in times[mode]],
+                     "fairseq": [len(src) / t for t in times["fairseq"]]}
+            lines.append(f"| {name} | {mode} | {speed_cells(speed)} | {same}/{len(src)} |")
+            print(lines[-1], flush=True)
     text = "\n".join(lines)
     command = "python benchmarks/decode_vs_fairseq.py " + " ".join(sys.argv[1:] if argv is None else argv)
     print(f"\n{text}\n\n{len(src)} test sentences, {args.threads} thread(s), batch {BATCH}.")

@@ -148,7 +148,16 @@ def test_eval_reports_sacrebleu_chrf_exact_match_and_speed(trained, capsys):
     try:
         code, out, _ = run(capsys, "eval", "--model", model, "--src", tmp / "valid.src",
                            "--ref", tmp / "valid.tgt", "--json", "--threads", "1")
-        assert code == 0 and json.loads(out)["threads"] == 1
+        assert code == 0 and json.loads(out)["threads"] == 1 and json.loads(out)["workers"] == 1
+        # The default, --workers auto: one process per thread (2 here), at most one per batch;
+        # the translations of the first (one-process) run above.
+        for batch, workers in (("3", 2), ("8", 1)):
+            code, out, _ = run(capsys, "eval", "--model", model, "--src", tmp / "valid.src",
+                               "--ref", tmp / "valid.tgt", "--json", "--threads", "2", "--beam",
+                               "1", "--batch-size", batch, "--hyp", tmp / f"hyp{batch}.txt")
+            assert code == 0 and json.loads(out)["workers"] == workers, out
+            assert json.loads(out)["bleu"] == scores["bleu"]
+            assert (tmp / f"hyp{batch}.txt").read_text() == (tmp / "hyp.txt").read_text()
     finally:
         torch.set_num_threads(before)
 
@@ -332,6 +341,9 @@ def test_ctrl_c_or_sigterm_saves_and_exits_then_resume_finishes(tmp_path, sig, c
     (["eval", "--model", "m", "--src", "s", "--ref", "r", "--batch-size", "-1"],
      "argument --batch-size: -1: must be a positive"),
     (["trian", "demo"], "invalid choice: 'trian'"),
+    (["translate", "--model", "m", "--workers", "0", "x"], "argument --workers: 0: must be a positive"),
+    (["eval", "--model", "m", "--src", "s", "--ref", "r", "--workers", "many"],
+     "argument --workers: 'many' is neither an integer nor 'auto'"),
     (["translate", "--model", "m", "--device", "tpu", "x"], "argument --device: must be one of"),
     (["translate", "--model", "m", "--alpha", "nan", "x"], "argument --alpha: nan: must be a finite"),
     (["translate", "--model", "m", "--no-repeat-ngram-size", "-1", "x"],

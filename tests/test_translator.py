@@ -203,6 +203,40 @@ def test_worker_processes_give_the_same_translations(translator, beam):
     assert translator.translate(sources, beam=beam, batch_size=8, workers=3) == one
 
 
+def test_auto_workers_are_one_process_per_cpu_thread(translator, monkeypatch):
+    """workers="auto" (the CLI's default): as many processes as torch has CPU threads, each
+    batch decoded as in one process; one process on a GPU or off Linux."""
+    import sys
+
+    import aiayn.tasks.translation as translation
+    from aiayn.errors import ConfigError
+    from aiayn.generation.workers import resolve_workers
+
+    used = []
+
+    def spy(fn, batches, workers=1):
+        used.append(workers)
+        return map_batches(fn, batches, workers)
+
+    map_batches = translation.map_batches
+    monkeypatch.setattr(translation, "map_batches", spy)
+    sources = [s for s, _ in digit_pairs(24, 12)]
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)
+        assert resolve_workers("auto", "cpu") == 2
+        assert translator.translate(sources, beam=2, batch_size=8, workers="auto") == \
+            translator.translate(sources, beam=2, batch_size=8, workers=1)
+        assert used == [2, 1]
+    finally:
+        torch.set_num_threads(before)
+    assert resolve_workers("auto", "cuda") == 1 and resolve_workers(3, "cpu") == 3
+    monkeypatch.setattr(sys, "platform", "darwin")
+    assert resolve_workers("auto", "cpu") == 1
+    with pytest.raises(ConfigError, match="positive integer or 'auto'"):
+        resolve_workers("many", "cpu")
+
+
 def test_map_batches_keeps_order_and_reports_a_failing_worker():
     from aiayn.errors import ConfigError
     from aiayn.generation.workers import check_workers, map_batches

@@ -27,6 +27,17 @@ def positive_int(text: str) -> int:
     return _int_at_least(text, 1, "positive")
 
 
+def positive_int_or_auto(text: str) -> int | str:
+    """argparse type: "auto" or an integer >= 1 (`--workers auto`)."""
+    if text == "auto":
+        return text
+    try:
+        int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is neither an integer nor 'auto'") from None
+    return _int_at_least(text, 1, "positive")
+
+
 def non_negative_int(text: str) -> int:
     """argparse type: an integer >= 0 (0 usually means "off")."""
     return _int_at_least(text, 0, "non-negative")

@@ -12,12 +12,19 @@ and each takes every N-th batch: length-sorted batches then spread evenly. Each 
 exactly as it would be in one process, so the outputs are the same (tested).
 Fork is CPU-only here: a CUDA context cannot cross a fork, and a GPU decodes a batch in parallel
 anyway.
+
+workers="auto" (the CLI's default): on a Linux CPU, one process per CPU thread torch would use,
+one thread each (at most one per batch); elsewhere one process. It is the layout CTranslate2
+documents for CPU throughput (docs/parallel.md: `inter_threads=4, intra_threads=1`, "4 workers
+each using 1 intra-op thread"), with processes instead of threads because Python's steps hold
+the GIL.
 """
 
 from __future__ import annotations
 
 import multiprocessing
 import os
+import sys
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
@@ -28,9 +35,21 @@ from aiayn.errors import ConfigError, UserError
 B = TypeVar("B")
 
 
+def resolve_workers(workers: int | str, device: torch.device | str) -> int:
+    """workers as given (checked), or for "auto" the number of decoding processes to use: the
+    CPU threads torch would use on a Linux CPU (each process then gets one), 1 on a GPU or
+    elsewhere. map_batches uses no more processes than there are batches."""
+    if workers == "auto":
+        linux_cpu = torch.device(device).type == "cpu" and sys.platform.startswith("linux")
+        fork = "fork" in multiprocessing.get_all_start_methods()
+        return max(1, torch.get_num_threads()) if linux_cpu and fork else 1
+    check_workers(workers, device)
+    return workers
+
+
 def check_workers(workers: int, device: torch.device | str) -> None:
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
-        raise ConfigError(f"workers={workers!r}: must be a positive integer")
+        raise ConfigError(f"workers={workers!r}: must be a positive integer or 'auto'")
     if workers > 1 and torch.device(device).type != "cpu":
         raise ConfigError(f"workers={workers}: decoding in worker processes is for the CPU; "
                           f"on {torch.device(device).type} use one process (workers=1)")
@@ -88,4 +107,4 @@ def _work(fn, batches, w: int, n: int, threads: int, conn) -> None:
         os._exit(0)  # no atexit handlers or finalizers of the parent's state in a fork
 
 
-__all__ = ["check_workers", "map_batches"]
+__all__ = ["check_workers", "map_batches", "resolve_workers"]

@@ -37,7 +37,7 @@ from aiayn.families import TRANSLATION as FAMILY
 from aiayn.folder import EXAMPLE_CHARS, load_model, save_model
 from aiayn.generation.config import GenerationConfig
 from aiayn.generation.search import search
-from aiayn.generation.workers import check_workers, map_batches
+from aiayn.generation.workers import map_batches, resolve_workers
 from aiayn.models import Transformer
 from aiayn.training import distributed
 from aiayn.training.checkpoint import check_out_folder, check_resume, mark_started
@@ -163,12 +163,12 @@ def translation_loss(eps: float) -> Callable[[nn.Module, Batch], tuple[torch.Ten
 def decode_ids(model, src_ids: Sequence[Sequence[int]], *, beam: int = 4, alpha: float = 0.6,
                length_penalty: str = "gnmt", batch_size: int = 64, max_extra: int = 50,
                device: str | torch.device = "cpu",
-               early_stopping: str = "exact", workers: int = 1,
+               early_stopping: str = "exact", workers: int | str = 1,
                no_repeat_ngram_size: int = 0) -> list[list[int]]:
     """Token ids in -> token ids out (no BOS/EOS), in input order. beam=1 is greedy search.
     no_repeat_ngram_size n > 0: no n-gram twice in an output (fairseq's and HF's option).
     workers > 1: the batches are decoded by that many CPU processes at once (same outputs;
-    aiayn.generation.workers).
+    aiayn.generation.workers); "auto": one per CPU thread on a Linux CPU, else 1.
 
     The output of each sentence is at most len(src) + max_extra tokens (§6.1: input + 50), and
     never longer than the model's positions allow (max_len - 1, leaving room for BOS). That cap
@@ -186,7 +186,7 @@ def decode_ids(model, src_ids: Sequence[Sequence[int]], *, beam: int = 4, alpha:
     order = sorted(range(len(src_ids)), key=lambda i: len(src_ids[i]))
     results: list[list[int]] = [[] for _ in src_ids]
     todo = [i for i in order if src_ids[i]]  # an empty sentence translates to nothing
-    check_workers(workers, device)
+    workers = resolve_workers(workers, device)
     model.eval()
 
     def translate_batch(rows: list[int]) -> list[list[int]]:
@@ -291,12 +291,13 @@ class Translator:
     def translate(self, sentences: str | Sequence[str], beam: int | None = None,
                   alpha: float | None = None, length_penalty: str | None = None,
                   batch_size: int = 64, max_extra: int = 50, early_stopping: str | None = None,
-                  warn: Callable[[str], None] | None = None, workers: int = 1,
+                  warn: Callable[[str], None] | None = None, workers: int | str = 1,
                   no_repeat_ngram_size: int | None = None) -> list[str]:
         """Translations of `sentences`, in order; search settings as `search_options` resolves
         them (§6.1 defaults: beam 4, alpha 0.6, GNMT). `warn` (e.g. a CLI's warning printer)
         hears of inputs cut to the model's max_len. workers > 1: that many CPU processes decode
-        the batches side by side (the same translations, faster on a multi-core CPU)."""
+        the batches side by side (the same translations, faster on a multi-core CPU); "auto":
+        one per CPU thread on a Linux CPU (the CLI's default), else 1."""
         opts = self.search_options(beam, alpha, length_penalty, early_stopping,
                                    no_repeat_ngram_size)
         if isinstance(sentences, str):
