@@ -9,9 +9,9 @@ with the same rules: batch 64 in length order, beam 4 (and greedy), score / leng
 sentence at 4 finished hypotheses, at most source length + 50 tokens, padding never emitted.
 It reports sentences/s of each (median of interleaved repeats, and the spread) and how many
 outputs are identical (float rounding may flip a near-tie). aiayn is timed in one process (the
-threads shared by its operations, as fairseq's are) and in --workers processes (the threads
-divided among them: `aiayn translate` / `eval`'s default, `--workers auto`); the two give the same
-outputs (checked).
+threads shared by its operations, as fairseq's are) and in --workers processes of one thread
+each (`aiayn translate` / `eval`'s default, `--workers auto`, is one per thread); the two give
+the same outputs (checked).
 
     python benchmarks/vs_fairseq.py --seeds 0           # once: trains the models it reads
     python benchmarks/decode_vs_fairseq.py --seed 0 --repeats 3 [--record]
@@ -140,8 +140,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--workers", type=int, default=2,
-                        help="aiayn is also timed with this many decoding processes, the threads "
-                             "divided among them (default 2; 1: one process only)")
+                        help="aiayn is also timed with this many decoding processes, one thread "
+                             "each (default 2; 1: one process only)")
     parser.add_argument("--record", action="store_true", help="append to benchmarks/RESULTS.md")
     args = parser.parse_args(argv)
     ensure_venv()

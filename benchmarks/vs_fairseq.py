@@ -321,7 +321,7 @@ def fairseq_step_model(save_dir: Path, step: int, final: int) -> Path:
 def decode(system: str, model: Path, data: dict, beam: int, hyp: Path, threads: int,
            workers: int = 1, precision: str = "fp32") -> float:
     """Translate the test set (batch 64); returns the wall-clock seconds of decoding alone.
-    workers: aiayn's decoding processes (`aiayn eval --workers`), the threads divided among them;
+    workers: aiayn's decoding processes (`aiayn eval --workers`), one thread each;
     precision: aiayn's `--precision`."""
     if system == "aiayn":
         out = run(["aiayn", "eval", "--model", model, "--src", data["src"], "--ref", data["ref"],
@@ -585,7 +585,7 @@ DECODE_MODES = {  # --decode-only's aiayn modes: (worker processes, --precision)
 def decode_only(work: Path, data: dict, seeds: list[int], repeats: int, threads: int) -> str:
     """Decoding speed alone, on the models a full run left in `work` (final checkpoints): aiayn
     in each of DECODE_MODES and fairseq, interleaved, `repeats` times, for greedy and beam 4
-    (the threads divided among aiayn's workers). -> a markdown table of the median
+    (aiayn's workers one thread each). -> a markdown table of the median
     sentences/s (and the spread) per mode, and its ratio to fairseq's median."""
     lines = ["| seed | search | mode | sentences/s (median, spread) | / fairseq |",
              "|---|---|---|---:|---:|"]

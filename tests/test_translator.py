@@ -1,6 +1,9 @@
 """The Translator (aiayn.load(DIR).translate) on a small model trained here by train_translation."""
 
 import random
+import subprocess
+import sys
+import textwrap
 
 import numpy as np
 import pytest
@@ -206,8 +209,6 @@ def test_worker_processes_give_the_same_translations(translator, beam):
 def test_auto_workers_are_one_process_per_cpu_thread(translator, monkeypatch):
     """workers="auto" (the CLI's default): as many processes as torch has CPU threads, each
     batch decoded as in one process; one process on a GPU or off Linux."""
-    import sys
-
     import aiayn.tasks.translation as translation
     from aiayn.errors import ConfigError
     from aiayn.generation.workers import resolve_workers
@@ -235,6 +236,25 @@ def test_auto_workers_are_one_process_per_cpu_thread(translator, monkeypatch):
     assert resolve_workers("auto", "cpu") == 1
     with pytest.raises(ConfigError, match="positive integer or 'auto'"):
         resolve_workers("many", "cpu")
+
+
+def test_workers_run_one_thread_so_a_fork_after_parallel_work_cannot_hang():
+    """After the parent has run a parallel region, a forked child that opens one of its own hangs
+    (GNU libgomp's pool does not survive fork): each worker must run one thread, whatever the
+    parent's thread count (map_batches once gave each threads // workers, here 2: a hang)."""
+    script = textwrap.dedent("""
+        import torch
+        from aiayn.generation.workers import map_batches
+        torch.set_num_threads(4)
+        a = torch.randn(1000, 1000)
+        for _ in range(3):
+            a @ a  # the parent's thread pool is up
+        out = map_batches(lambda b: (torch.get_num_threads(), float((a @ a).sum())), [0, 1, 2], 2)
+        print([t for t, _ in out], out[0][1] == out[1][1] == out[2][1])
+    """)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=90)
+    assert done.returncode == 0 and done.stdout.split() == ["[1,", "1,", "1]", "True"], done
 
 
 def test_map_batches_keeps_order_and_reports_a_failing_worker():

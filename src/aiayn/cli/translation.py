@@ -94,9 +94,9 @@ def _model_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--threads", type=positive_int, default=None,
                    help="CPU threads for decoding (default: torch's, usually the core count)")
     p.add_argument("--workers", type=positive_int_or_auto, default="auto", metavar="N|auto",
-                   help="CPU processes decoding batches side by side, the threads divided among "
-                        "them; the same output either way (default auto: one per CPU thread, at "
-                        "most one per batch of --batch-size sentences; 1 on a GPU)")
+                   help="CPU processes decoding batches side by side, one thread each; the same "
+                        "output either way (default auto: one per CPU thread, at most one per "
+                        "batch of --batch-size sentences; 1 on a GPU)")
 
 
 def _set_threads(args: argparse.Namespace) -> None:

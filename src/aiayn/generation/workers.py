@@ -13,8 +13,8 @@ exactly as it would be in one process, so the outputs are the same (tested).
 Fork is CPU-only here: a CUDA context cannot cross a fork, and a GPU decodes a batch in parallel
 anyway.
 
-workers="auto" (the CLI's default): on a Linux CPU, one process per CPU thread torch would use,
-one thread each (at most one per batch); elsewhere one process. It is the layout CTranslate2
+Each worker runs one thread (see map_batches). workers="auto" (the CLI's default): on a Linux
+CPU, one process per CPU thread torch would use (at most one per batch); elsewhere one process. It is the layout CTranslate2
 documents for CPU throughput (docs/parallel.md: `inter_threads=4, intra_threads=1`, "4 workers
 each using 1 intra-op thread"), with processes instead of threads because Python's steps hold
 the GIL.
@@ -37,8 +37,8 @@ B = TypeVar("B")
 
 def resolve_workers(workers: int | str, device: torch.device | str) -> int:
     """workers as given (checked), or for "auto" the number of decoding processes to use: the
-    CPU threads torch would use on a Linux CPU (each process then gets one), 1 on a GPU or
-    elsewhere. map_batches uses no more processes than there are batches."""
+    CPU threads torch would use on a Linux CPU, 1 on a GPU or elsewhere. map_batches uses no
+    more processes than there are batches."""
     if workers == "auto":
         linux_cpu = torch.device(device).type == "cpu" and sys.platform.startswith("linux")
         fork = "fork" in multiprocessing.get_all_start_methods()
@@ -59,17 +59,20 @@ def check_workers(workers: int, device: torch.device | str) -> None:
 
 def map_batches(fn: Callable[[B], Any], batches: Sequence[B], workers: int = 1) -> list[Any]:
     """[fn(b) for b in batches], in order; with workers > 1 in that many forked processes (batch
-    i in process i % workers), the caller's CPU threads divided among them."""
+    i in process i % workers), one CPU thread each.
+
+    One thread, because a forked child cannot run a parallel region of the OpenMP runtime the
+    parent has already used (GNU libgomp's pool does not survive fork: the child hangs; tested),
+    the reason PyTorch's DataLoader workers run one thread too."""
     workers = min(workers, len(batches))
     if workers <= 1:
         return [fn(b) for b in batches]
-    threads = max(1, torch.get_num_threads() // workers)
     ctx = multiprocessing.get_context("fork")
     procs, conns = [], []
     try:
         for w in range(workers):
             recv, send = ctx.Pipe(duplex=False)
-            proc = ctx.Process(target=_work, args=(fn, batches, w, workers, threads, send),
+            proc = ctx.Process(target=_work, args=(fn, batches, w, workers, send),
                                daemon=True, name=f"aiayn-decode-{w}")
             proc.start()
             send.close()  # the child's end: EOF here once the child is gone
@@ -95,10 +98,10 @@ def map_batches(fn: Callable[[B], Any], batches: Sequence[B], workers: int = 1) 
             proc.join()
 
 
-def _work(fn, batches, w: int, n: int, threads: int, conn) -> None:
+def _work(fn, batches, w: int, n: int, conn) -> None:
     """One worker: its share of the batches, sent back in one message (or the error's text)."""
     try:
-        torch.set_num_threads(threads)
+        torch.set_num_threads(1)  # see map_batches
         conn.send(("ok", [fn(batches[i]) for i in range(w, len(batches), n)]))
     except BaseException as e:  # KeyboardInterrupt too: the parent reports and cleans up
         conn.send(("error", f"{type(e).__name__}: {e}"))
