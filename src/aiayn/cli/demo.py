@@ -166,7 +166,7 @@ def _test_and_show(folder: Path, test, beam: int, result):
 
     translator = translation.Translator.load(folder)
     start = time.perf_counter()
-    hyps = translator.translate([s for s, _ in test], beam=beam)
+    hyps = translator.translate([s for s, _ in test], beam=beam, workers="auto")  # as `aiayn eval`
     decode_seconds = time.perf_counter() - start
     scores = translation.score_translations(hyps, [t for _, t in test])
     metrics = {"exact_match": scores["exact_match"], "bleu": scores["bleu"],
