@@ -1,6 +1,8 @@
 """The Translator (aiayn.load(DIR).translate) on a small model trained here by train_translation."""
 
+import os
 import random
+import signal
 import subprocess
 import sys
 import textwrap
@@ -252,9 +254,15 @@ def test_workers_run_one_thread_so_a_fork_after_parallel_work_cannot_hang():
         out = map_batches(lambda b: (torch.get_num_threads(), float((a @ a).sum())), [0, 1, 2], 2)
         print([t for t, _ in out], out[0][1] == out[1][1] == out[2][1])
     """)
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                          timeout=90)
-    assert done.returncode == 0 and done.stdout.split() == ["[1,", "1,", "1]", "True"], done
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=90)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)  # the hung workers too, not only their parent
+        proc.communicate()
+        pytest.fail("map_batches hung in a forked worker")
+    assert proc.returncode == 0 and out.split() == ["[1,", "1,", "1]", "True"], err
 
 
 def test_map_batches_keeps_order_and_reports_a_failing_worker():
