@@ -14,10 +14,10 @@ Fork is CPU-only here: a CUDA context cannot cross a fork, and a GPU decodes a b
 anyway.
 
 Each worker runs one thread (see map_batches). workers="auto" (the CLI's default): on a Linux
-CPU, one process per CPU thread torch would use (at most one per batch); elsewhere one process. It is the layout CTranslate2
-documents for CPU throughput (docs/parallel.md: `inter_threads=4, intra_threads=1`, "4 workers
-each using 1 intra-op thread"), with processes instead of threads because Python's steps hold
-the GIL.
+CPU, one process per CPU thread torch would use (at most one per batch); elsewhere one process.
+It is the layout CTranslate2 documents for CPU throughput (docs/parallel.md:
+`inter_threads=4, intra_threads=1`, "4 workers each using 1 intra-op thread"), with processes
+instead of threads because Python's steps hold the GIL.
 """
 
 from __future__ import annotations
