@@ -74,6 +74,7 @@ VPY = VENV / "bin" / "python"
 DEPS = ["numpy", "cython", "setuptools", "wheel", "sacrebleu", "sentencepiece", "cffi", "regex",
         "hydra-core==1.3.2", "omegaconf==2.3.0", "tqdm", "bitarray", "scikit-learn", "packaging"]
 VOCAB, MAX_LEN, AIAYN_MAX_TOKENS, BATCH = 8000, 160, 4000, 64
+PEER_AVERAGE_EVERY = 10  # --peer-average: fairseq saves every 10 updates, to be averaged
 TIME_TITLE = "Translation: aiayn vs fairseq on gettext EN->DE (`benchmarks/vs_fairseq.py`)"
 UPDATES_TITLE = "Translation: aiayn vs fairseq at equal updates (`benchmarks/vs_fairseq.py --updates`)"
 
@@ -124,6 +125,25 @@ with torch.no_grad():
         logp = torch.log_softmax(logits[0].float(), dim=-1)
         out.append(float(logp.gather(-1, t_ids.unsqueeze(-1)).sum()))
 print(json.dumps({"logprob": out}))
+"""
+# fairseq's checkpoints every `every` updates up to `step`, averaged with aiayn's running average
+# (training/averaging.py: the power-function EMA), sampled every `every` updates: avg_s =
+# beta * avg_(s-every) + (1 - beta) * theta_s with beta = ((s - every) / s) ** (gamma + 1), the
+# product of the per-update betas over those `every` updates.
+AVERAGE_SCRIPT = """
+import sys, torch
+from pathlib import Path
+save_dir, step, every, gamma, out = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4]), sys.argv[5]
+avg = None
+for s in range(every, step + 1, every):
+    state = torch.load(next(Path(save_dir).glob(f"checkpoint_*_{s}.pt")), map_location="cpu",
+                       weights_only=False)  # fairseq's own files, written by this run
+    beta = ((s - every) / s) ** (gamma + 1)
+    now = {k: v.double() if v.is_floating_point() else v for k, v in state["model"].items()}
+    avg = now if avg is None else {k: beta * avg[k] + (1 - beta) * v if v.is_floating_point() else v
+                                   for k, v in now.items()}
+state["model"] = {k: v.float() if v.is_floating_point() else v for k, v in avg.items()}
+torch.save(state, out)
 """
 AIAYN_SCORE_SCRIPT = """
 import json, sys
@@ -244,6 +264,8 @@ def train_aiayn(out: Path, data: dict, seed: int, args) -> dict:
               "train.eval_every": 0, "train.save_every": args.save_every,
               "train.keep_last_n": 100000, "train.progress": "false", "train.tensorboard": "false",
               "train.precision": args.aiayn_precision}
+    if args.aiayn_average_width is not None:
+        recipe["train.average_width"] = args.aiayn_average_width
     run(["aiayn", "train", CONFIG, *(f"{k}={v}" for k, v in recipe.items()), "--out", out,
          *(["--resume"] if args.resume else [])],  # --resume: exact, as one longer run
         env=thread_env(args.threads), log=out.with_suffix(".log"))
@@ -278,7 +300,8 @@ def train_fairseq(out: Path, data: dict, seed: int, args) -> dict:
          *(["--max-update", args.updates] if args.updates else
            ["--stop-time-hours", args.minutes / 60]),
          "--disable-validation", "--save-dir", out,
-         "--save-interval-updates", args.save_every, "--no-epoch-checkpoints",
+         "--save-interval-updates", PEER_AVERAGE_EVERY if args.peer_average else args.save_every,
+         "--no-epoch-checkpoints",
          "--log-format", "json", "--log-interval", 50],
         env=thread_env(args.threads), log=log)
     updates = tokens = seconds = 0
@@ -461,6 +484,48 @@ def run_updates(work: Path, data: dict, seed: int, args, scored: dict | None = N
                 system, model, data, args.threads, hyp.with_suffix(".nll.log"))}
             print(f"seed {seed} {system} step {step}: {res[system][step]['bleu']} BLEU, "
                   f"{res[system][step]['chrf']} chrF", flush=True)
+    if args.peer_average and "fairseq" in dirs:
+        res["fairseq_averaged"] = peer_averaged(work, data, seed, dirs["fairseq"],
+                                                trained["fairseq"]["updates"], args)
+    return res
+
+
+def aiayn_average_width(args) -> float:
+    """The width of aiayn's running average in this run: --aiayn-average-width or its default."""
+    from aiayn.config import TrainConfig
+
+    width = args.aiayn_average_width
+    return TrainConfig().average_width if width is None else width
+
+
+def weights_note(args) -> str:
+    width = aiayn_average_width(args)
+    return (f"the running average (train.average_width={width})" if width else
+            "the last update's (train.average_width=0)")
+
+
+def peer_averaged(work: Path, data: dict, seed: int, folder: Path, final: int, args) -> dict:
+    """fairseq's weights averaged as aiayn averages its own (the same power-function EMA,
+    sampled every PEER_AVERAGE_EVERY updates), scored at each --save-every step: whether the
+    averaging, not the updates, makes a difference. {step: scores}."""
+    from aiayn.training.averaging import gamma_for
+
+    width = aiayn_average_width(args)
+    if not width:
+        sys.exit("--peer-average: aiayn's average width is 0 (nothing to compare with)")
+    out, res = work / f"fairseq-s{seed}-averaged", {}
+    out.mkdir(exist_ok=True)
+    for step in range(args.save_every, final + 1, args.save_every):
+        model = out / f"checkpoint_avg_{step}.pt"
+        run([VPY, "-c", AVERAGE_SCRIPT, folder, step, PEER_AVERAGE_EVERY, gamma_for(width), model],
+            env=thread_env(args.threads))
+        hyp = work / f"fairseq-averaged-s{seed}-step{step}-beam4.hyp"
+        decode("fairseq", model, data, 4, hyp, args.threads)
+        res[step] = {**score(hyp, data["ref"]), "ref_nll": reference_nll(
+            "fairseq", model, data, args.threads, hyp.with_suffix(".nll.log"))}
+        model.unlink()
+        print(f"seed {seed} fairseq averaged step {step}: {res[step]['bleu']} BLEU, "
+              f"{res[step]['chrf']} chrF", flush=True)
     return res
 
 
@@ -496,9 +561,15 @@ def updates_table(results: dict) -> str:
     seeds = list(results)
     steps = sorted(set.intersection(*(set(results[s][k]) for s in seeds
                                       for k in ("aiayn", "fairseq"))))
+    # --peer-average: fairseq's checkpoints averaged as aiayn's weights are, and aiayn against it
+    averaged = all("fairseq_averaged" in results[s] for s in seeds)
+    if averaged:
+        steps = [t for t in steps if all(t in results[s]["fairseq_averaged"] for s in seeds)]
     lines = ["| updates | seed | aiayn BLEU / chrF | fairseq BLEU / chrF | BLEU ratio | chrF ratio "
-             "| ref. NLL aiayn / fairseq | words aiayn / fairseq |",
-             "|---:|---|---:|---:|---:|---:|---:|---:|"]
+             "| ref. NLL aiayn / fairseq | words aiayn / fairseq |"
+             + (" fairseq averaged BLEU / chrF / ref. NLL | aiayn / it (BLEU / chrF) |"
+                if averaged else ""),
+             "|---:|---|---:|---:|---:|---:|---:|---:|" + ("---:|---:|" if averaged else "")]
     for step in steps:
         for seed in seeds + (["mean"] if len(seeds) > 1 else []):
             cell = {}
@@ -513,6 +584,12 @@ def updates_table(results: dict) -> str:
                          f"{f['bleu']:.1f} / {f['chrf']:.1f} | {ratio['bleu']} | "
                          f"{ratio['chrf']} | {a['ref_nll']:.1f} / {f['ref_nll']:.1f} "
                          f"| {a['hyp_words']:.1f} / {f['hyp_words']:.1f} |")
+            if averaged:
+                rows = [results[s]["fairseq_averaged"][step]
+                        for s in (seeds if seed == "mean" else [seed])]
+                v = {k: statistics.mean(r[k] for r in rows) for k in ("bleu", "chrf", "ref_nll")}
+                lines[-1] += (f" {v['bleu']:.1f} / {v['chrf']:.1f} / {v['ref_nll']:.1f} | "
+                              f"{a['bleu'] / v['bleu']:.2f}x / {a['chrf'] / v['chrf']:.2f}x |")
     return "\n".join(lines)
 
 
@@ -638,6 +715,13 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--aiayn-precision", default="auto", choices=("auto", "fp32", "bf16"),
                         help="aiayn's train.precision (default auto: bf16 on CPUs that compute "
                         "it); fairseq trains in fp32 on a CPU")
+    parser.add_argument("--aiayn-average-width", type=float, default=None,
+                        help="aiayn's train.average_width (default: aiayn's own, 0.02; 0 = the "
+                        "last update's weights, as fairseq's)")
+    parser.add_argument("--peer-average", action="store_true",
+                        help="with --updates: fairseq also saves every 10 updates, and its "
+                        "weights averaged as aiayn's are (the same running average, sampled "
+                        "every 10 updates) are scored at every checkpoint too")
     parser.add_argument("--updates", type=int, default=None,
                         help="quality at equal updates alone: both systems train to this many "
                         "updates side by side (--threads each, no time budget) and every "
@@ -660,6 +744,8 @@ def main(argv: list[str] | None = None) -> dict:
     args = parser.parse_args(argv)
     if args.peer_scores and (not args.updates or args.resume):
         parser.error("--peer-scores goes with --updates N (and without --resume)")
+    if args.peer_average and (not args.updates or args.resume or args.peer_scores):
+        parser.error("--peer-average goes with --updates N (without --resume or --peer-scores)")
     if args.merge:
         return merge([Path(p) for p in args.merge], args.record)
     if args.resume and not args.updates:
@@ -697,7 +783,8 @@ def main(argv: list[str] | None = None) -> dict:
                  f"{data['n_test']} test sentences. Training precision: aiayn "
                  f"train.precision={args.aiayn_precision}, fairseq fp32; {args.threads} "
                  "thread(s) each, " + (f"fairseq's scores from {args.peer_scores}."
-                                       if args.peer_scores else "both systems at once."))
+                                       if args.peer_scores else "both systems at once.")
+                 + f" aiayn's weights: {weights_note(args)}.")
         out.write_text(json.dumps({"command": command, "updates": args.updates,
                                    "results": results}, indent=2) + "\n")
         if args.record:
@@ -710,7 +797,8 @@ def main(argv: list[str] | None = None) -> dict:
              f"Beam 4 and greedy, batch {BATCH}, score / length, max source length + 50. "
              f"Training precision: aiayn "
              f"{', '.join(sorted({r['aiayn']['precision'] for r in results.values()}))}"
-             f" (train.precision={args.aiayn_precision}), fairseq fp32.")
+             f" (train.precision={args.aiayn_precision}), fairseq fp32. aiayn's weights: "
+             f"{weights_note(args)}.")
     print("\n" + text)
     report = {"command": command, "date": datetime.datetime.now().isoformat(timespec="seconds"),
               "minutes": args.minutes, "threads": args.threads, "test_sentences": data["n_test"],

@@ -47,6 +47,7 @@ def test_yaml_and_json_and_overrides(tmp_path, config):
     (["model.vocab_size=100"], "model.vocab_size: set by the tokenizer"),
     (["data.corpus_dir=somewhere"], "exactly one of corpus, corpus_dir"),
     (["train.label_smoothing=1.5"], "label_smoothing=1.5: must be in [0, 1)"),
+    (["train.average_width=0.5"], "average_width=0.5: must be 0 (off) or in (0, 0.2887)"),
     (["train.lr_schedule=cosine"], "needs a peak lr"),
     (["max_steps"], "expected KEY=VALUE"),
 ])

@@ -210,6 +210,7 @@ preset = TransformerConfig.preset  # `aiayn.preset("base")`: the paper's configs
 
 LR_SCHEDULES = ("noam", "constant", "cosine")
 PRECISIONS = ("auto", "fp32", "bf16", "fp16")
+MAX_AVERAGE_WIDTH = 12 ** -0.5  # train.average_width of an average over the whole run
 FINAL_CHECKPOINTS = 5  # §6.1 averages the last 5 checkpoints (aiayn average --last 5)
 METRICS_FORMATS = ("jsonl", "csv")
 
@@ -263,6 +264,11 @@ class TrainConfig(Config):
     # the budget apart before its end, ready for `aiayn average` (§6.1: the last 5, written at
     # 10-minute intervals of a 12-hour run, 1.4%); 0 = only save_every.
     final_checkpoint_spacing: float = 0.014  # fraction of max_minutes between the last checkpoints
+    # §6.1's averaging kept during training (training/averaging.py): checkpoints, the folder and
+    # validation scores hold a running average of the weights whose window is this fraction of
+    # the run (the standard deviation of a power-function EMA, Karras et al. 2024); 0 = the last
+    # update's weights, as the paper's single checkpoint.
+    average_width: float = 0.02  # relative width of the weights' running average; 0 = off
     metrics_format: str = "jsonl"  # jsonl | csv
     tensorboard: bool = True  # scalars in DIR/tb (tensorboard --logdir DIR/tb)
     progress: bool = True  # a progress bar on a terminal, plain lines in a log file
@@ -290,6 +296,9 @@ class TrainConfig(Config):
         for name in ("adam_beta1", "adam_beta2", "label_smoothing"):
             if not 0.0 <= getattr(self, name) < 1.0:
                 _fail(name, getattr(self, name), "must be in [0, 1)")
+        if not (self.average_width == 0 or 0 < self.average_width < MAX_AVERAGE_WIDTH):
+            _fail("average_width", self.average_width,
+                  f"must be 0 (off) or in (0, {MAX_AVERAGE_WIDTH:.4f}) (1/sqrt(12): the whole run)")
         timed = max(min(self.keep_last_n, FINAL_CHECKPOINTS), 1)
         if not 0.0 <= self.final_checkpoint_spacing < 1.0 / timed:
             _fail("final_checkpoint_spacing", self.final_checkpoint_spacing,

@@ -42,6 +42,7 @@ from aiayn.devices import resolve_precision
 from aiayn.errors import UserError, describe_os_error
 from aiayn.folder import WEIGHTS_FILE, atomic_write, checkpoint_path, load_weights, save_model
 from aiayn.training import distributed
+from aiayn.training.averaging import WeightAverage
 from aiayn.training.checkpoint import (
     load_train_state,
     mark_started,
@@ -109,6 +110,7 @@ class Trainer:
         # torchrun.
         self.net: nn.Module = distributed.LossModule(model, loss_fn)
         self._agreed_elapsed = 0.0  # rank 0's clock at the last update (under torchrun)
+        self.average: WeightAverage | None = None  # the weights' running average (fit() makes it)
 
     # -- state -----------------------------------------------------------------------------
 
@@ -141,7 +143,8 @@ class Trainer:
 
     def _save(self, other_ranks_rng: list[dict[str, Any]]) -> Path:
         b = self._boundary
-        save_model(self.out, self.family, self.model, self.meta)  # config.json + model.safetensors
+        # config.json + model.safetensors: the weights users get (the running average, if on)
+        save_model(self.out, self.family, self._shipped(), self.meta)
         ckpt = checkpoint_path(self.out, b["step"])
         data = (self.out / WEIGHTS_FILE).read_bytes()
         atomic_write(ckpt, lambda tmp: tmp.write_bytes(data))
@@ -150,15 +153,20 @@ class Trainer:
                  "weights": str(ckpt.relative_to(self.out)), "train_config": self.cfg.to_dict(),
                  "scaler": self.scaler.state_dict(),
                  "world": {"size": self.world.size, "accum_steps": self.cfg.accum_steps}}
+        if self.average is not None:  # the numbered file holds the average: these continue
+            state["raw_weights"] = {k: v.detach().cpu() for k, v in self.model.state_dict().items()}
         if other_ranks_rng:
             state["rng_ranks"] = other_ranks_rng  # ranks 1.. (rank 0's is "rng")
         save_train_state(self.out, state)
         prune_checkpoints(self.out, self.cfg.keep_last_n, protect=ckpt)
         return ckpt
 
-    def _restore(self) -> None:
+    def _restore(self) -> dict[str, Any]:
         state = load_train_state(self.out)
-        load_weights(self.model, self.out / state["weights"])
+        if "raw_weights" in state:  # the run averaged: the numbered file holds the average
+            self.model.load_state_dict(state["raw_weights"])
+        else:
+            load_weights(self.model, self.out / state["weights"])
         self.optimizer.load_state_dict(state["optimizer"])
         if state.get("scaler"):
             self.scaler.load_state_dict(state["scaler"])
@@ -166,6 +174,7 @@ class Trainer:
         self.step, self.tokens, self.elapsed = state["step"], state["tokens"], state["elapsed"]
         self._saved_step = self.step
         self._restore_rng(state)
+        return state
 
     def _restore_rng(self, state: dict[str, Any]) -> None:
         """Each process's RNG state as saved. A run resumed with another number of processes
@@ -201,10 +210,13 @@ class Trainer:
         torch.use_deterministic_algorithms(cfg.deterministic)
         self.model.to(self.device)
         seed_everything(cfg.seed + self.world.rank)  # each process its own dropout masks
-        if resume:
-            self._restore()
-        elif not self.out.is_dir() and self.world.is_main:
+        state = self._restore() if resume else None
+        if not resume and not self.out.is_dir() and self.world.is_main:
             mark_started(self.out)
+        if cfg.average_width:
+            self.average = WeightAverage(self.model, cfg.average_width)
+            if state is not None and "raw_weights" in state:  # the average so far
+                load_weights(self.average.model, self.out / state["weights"])
         log = MetricsLog(self.out, cfg.metrics_format, cfg.tensorboard,
                          resume_step=self.step if resume else None) \
             if self.world.is_main else _NoLog()
@@ -216,6 +228,8 @@ class Trainer:
         previous = self._install_signal_handlers()
         try:
             result = self._loop(log)
+            if self.average is not None:  # the model in memory = the one in the folder
+                self.average.copy_to_model()
             if self.world.active:  # the folder is complete when any process returns
                 torch.distributed.barrier()
             return result
@@ -370,6 +384,8 @@ class Trainer:
             self.scaler.update()
         self.step += 1
         self.tokens += total_n
+        if self.average is not None:
+            self.average.update(self.step)
         self._in_update = False
         if self._pending_interrupt:
             raise KeyboardInterrupt
@@ -449,7 +465,7 @@ class Trainer:
         saved = rng_state()
         self.model.eval()
         with torch.no_grad():
-            result = self.evaluate(self.model)
+            result = self.evaluate(self._shipped())  # the weights the folder holds
         self.model.train()
         set_rng_state(saved)
         log.log(self.step, result)
@@ -458,6 +474,10 @@ class Trainer:
                                 if isinstance(v, (int, float)))
             self._say(f"step {self.step} | {scores} | {self._time_left()}")
         return result
+
+    def _shipped(self) -> nn.Module:
+        """The model the folder holds and validation scores: the running average, if on."""
+        return self.model if self.average is None else self.average.averaged()
 
     def _install_signal_handlers(self) -> dict[int, Any]:
         """Ctrl-C (SIGINT) and SIGTERM during an optimizer update wait for the update to finish
