@@ -23,6 +23,14 @@ chosen precision is recorded); fairseq 0.12's `--bf16` needs an XLA device (on t
 with "'NoneType' object has no attribute 'xla_device'") and its `--fp16` a GPU, so it trains in
 fp32. `--aiayn-precision fp32` trains aiayn in fp32 as well (the same arithmetic on both sides).
 
+Weights: each system's as it saves them. aiayn's checkpoints hold a running average of the
+weights (train.average_width, on by default: §6.1's checkpoint averaging, kept during training);
+fairseq's hold the last update's (averaging is a separate script there, not part of the
+package). `--aiayn-average-width 0` scores aiayn's last-update weights instead (the same weights
+on both sides), and with `--updates`, `--peer-average` also scores fairseq's checkpoints averaged
+the way aiayn averages (fairseq then saves every 10 updates, and their running average is
+rebuilt from those).
+
 Setup (done by the script, idempotent): a venv for fairseq under benchmarks/.peers/ with the CPU
 torch 2.13.0 and the PyPI source package fairseq-fixed 0.12.3.1; the corpus from
 `aiayn data gettext`; for fairseq a sentencepiece BPE model (8k, joint, on the training split) and
@@ -41,6 +49,7 @@ hypothesis could still win, which with this penalty means to the length limit: ~
     python benchmarks/vs_fairseq.py --updates 800 --seeds 0 1 2 --threads 1   # quality per update
     python benchmarks/vs_fairseq.py --updates 1200 --seeds 0 1 2 --threads 1 --resume  # go on
     python benchmarks/vs_fairseq.py --merge A.json B.json  # one table of several runs' seeds
+    python benchmarks/vs_fairseq.py --updates 800 --seeds 0 1 --threads 1 --peer-average  # + fairseq averaged
     python benchmarks/vs_fairseq.py --updates 1200 --seeds 0 --threads 1 --aiayn-precision fp32 \
         --peer-scores runs/vs-fairseq/updates.json --work runs/vs-fairseq-fp32  # aiayn alone
 
