@@ -1,7 +1,7 @@
 """A running average of the weights, kept during training: what checkpoints and the folder hold.
 
 §6.1 translates with "a single model obtained by averaging the last 5 checkpoints, which were
-written at 10-minute intervals": weights a few hundred updates apart, averaged, make a better
+written at 10-minute intervals": weights from the last stretch of a run, averaged, make a better
 model than the last of them. `aiayn average` does exactly that after a run. This module keeps
 such an average while the run goes, so that every checkpoint holds one, not only the end of a run:
 
@@ -28,8 +28,8 @@ import math
 import torch
 from torch import nn
 
-# sigma_rel of a profile t^gamma on [0, 1] tends to 1 / sqrt(12) (a uniform average of the whole
-# run) as gamma -> 0.
+# The widest average: sigma_rel of the profile t^gamma tends to 1 / sqrt(12) (a uniform average of
+# the whole run) as gamma -> 0.
 from aiayn.config import MAX_AVERAGE_WIDTH as MAX_WIDTH
 
 
