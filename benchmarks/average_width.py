@@ -24,9 +24,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 EVERY = 10  # updates between the saved weights
 
 
-def averaged(run: Path, step: int, width: float) -> dict:
-    """The running average of width `width` after `step` updates, from the weights saved every
-    EVERY updates (width 0: the weights of update `step` themselves)."""
+def averages(run: Path, steps: list[int], width: float):
+    """(step, weights) for each of `steps` (ascending): the running average of width `width`,
+    built in one pass over the weights saved every EVERY updates (width 0: the weights of that
+    update themselves)."""
     from safetensors.torch import load_file
 
     from aiayn.training.averaging import gamma_for
@@ -35,13 +36,15 @@ def averaged(run: Path, step: int, width: float) -> dict:
         return load_file(str(run / "checkpoints" / f"step_{s:08d}.safetensors"))
 
     if not width:
-        return weights(step)
+        yield from ((step, weights(step)) for step in steps)
+        return
     gamma, avg = gamma_for(width), None
-    for s in range(EVERY, step + 1, EVERY):
+    for s in range(EVERY, max(steps) + 1, EVERY):
         now = {k: v.double() for k, v in weights(s).items()}
         beta = ((s - EVERY) / s) ** (gamma + 1)
         avg = now if avg is None else {k: beta * avg[k] + (1 - beta) * now[k] for k in avg}
-    return {k: v.float() for k, v in avg.items()}
+        if s in steps:
+            yield s, {k: v.float() for k, v in avg.items()}
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -72,14 +75,14 @@ def main(argv: list[str] | None = None) -> dict:
             updates=args.updates, minutes=None, threads=args.threads, save_every=EVERY,
             aiayn_precision="auto", aiayn_average_width=0, resume=False))
     results = {}
-    for step in args.at:
-        for width in [0.0, *args.widths]:
+    for width in [0.0, *args.widths]:
+        for step, weights in averages(run, sorted(args.at), width):
             model = work / f"model-{step}-{width}"
             shutil.rmtree(model, ignore_errors=True)
             model.mkdir()
             for name in ("config.json", "tokenizer.json"):
                 shutil.copy2(run / name, model / name)
-            save_file(averaged(run, step, width), str(model / "model.safetensors"),
+            save_file(weights, str(model / "model.safetensors"),
                       metadata={"format": "pt"})
             hyp = work / f"s{args.seed}-{step}-{width}.hyp"
             vs.decode("aiayn", model, data, 4, hyp, args.threads)

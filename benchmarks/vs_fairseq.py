@@ -135,24 +135,27 @@ with torch.no_grad():
         out.append(float(logp.gather(-1, t_ids.unsqueeze(-1)).sum()))
 print(json.dumps({"logprob": out}))
 """
-# fairseq's checkpoints every `every` updates up to `step`, averaged with aiayn's running average
-# (training/averaging.py: the power-function EMA), sampled every `every` updates: avg_s =
+# fairseq's checkpoints every `every` updates, averaged with aiayn's running average
+# (training/averaging.py: the power-function EMA) sampled every `every` updates, in one pass: avg_s =
 # beta * avg_(s-every) + (1 - beta) * theta_s with beta = ((s - every) / s) ** (gamma + 1), the
-# product of the per-update betas over those `every` updates.
+# product of the per-update betas over those `every` updates; written at each step in `steps` as
+# OUT/checkpoint_avg_STEP.pt.
 AVERAGE_SCRIPT = """
 import sys, torch
 from pathlib import Path
-save_dir, step, every, gamma, out = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4]), sys.argv[5]
+save_dir, every, gamma, out = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), Path(sys.argv[4])
+steps = [int(s) for s in sys.argv[5].split(",")]
 avg = None
-for s in range(every, step + 1, every):
+for s in range(every, max(steps) + 1, every):
     state = torch.load(next(Path(save_dir).glob(f"checkpoint_*_{s}.pt")), map_location="cpu",
                        weights_only=False)  # fairseq's own files, written by this run
     beta = ((s - every) / s) ** (gamma + 1)
     now = {k: v.double() if v.is_floating_point() else v for k, v in state["model"].items()}
     avg = now if avg is None else {k: beta * avg[k] + (1 - beta) * v if v.is_floating_point() else v
                                    for k, v in now.items()}
-state["model"] = {k: v.float() if v.is_floating_point() else v for k, v in avg.items()}
-torch.save(state, out)
+    if s in steps:
+        state["model"] = {k: v.float() if v.is_floating_point() else v for k, v in avg.items()}
+        torch.save(state, out / f"checkpoint_avg_{s}.pt")
 """
 AIAYN_SCORE_SCRIPT = """
 import json, sys
@@ -524,10 +527,11 @@ def peer_averaged(work: Path, data: dict, seed: int, folder: Path, final: int, a
         sys.exit("--peer-average: aiayn's average width is 0 (nothing to compare with)")
     out, res = work / f"fairseq-s{seed}-averaged", {}
     out.mkdir(exist_ok=True)
-    for step in range(args.save_every, final + 1, args.save_every):
+    steps = range(args.save_every, final + 1, args.save_every)
+    run([VPY, "-c", AVERAGE_SCRIPT, folder, PEER_AVERAGE_EVERY, gamma_for(width), out,
+         ",".join(map(str, steps))], env=thread_env(args.threads))
+    for step in steps:
         model = out / f"checkpoint_avg_{step}.pt"
-        run([VPY, "-c", AVERAGE_SCRIPT, folder, step, PEER_AVERAGE_EVERY, gamma_for(width), model],
-            env=thread_env(args.threads))
         hyp = work / f"fairseq-averaged-s{seed}-step{step}-beam4.hyp"
         decode("fairseq", model, data, 4, hyp, args.threads)
         res[step] = {**score(hyp, data["ref"]), "ref_nll": reference_nll(
@@ -755,6 +759,8 @@ def main(argv: list[str] | None = None) -> dict:
         parser.error("--peer-scores goes with --updates N (and without --resume)")
     if args.peer_average and (not args.updates or args.resume or args.peer_scores):
         parser.error("--peer-average goes with --updates N (without --resume or --peer-scores)")
+    if args.peer_average and (args.save_every or 200) % PEER_AVERAGE_EVERY:
+        parser.error(f"--peer-average: --save-every must be a multiple of {PEER_AVERAGE_EVERY}")
     if args.merge:
         return merge([Path(p) for p in args.merge], args.record)
     if args.resume and not args.updates:
