@@ -105,6 +105,14 @@ def test_resume_continues_the_average_exactly(tmp_path):
 
 
 def test_a_run_saved_without_averaging_resumes_with_it(tmp_path):
+    """Its own weights go on as if never averaged; the average starts from the saved weights."""
+    _train(tmp_path / "plain", 0, 8)
     _train(tmp_path / "run", 0, 5)
     _, result = _train(tmp_path / "run", 0.05, 8, resume=True)
-    assert result.step == 8 and "raw_weights" in load_train_state(tmp_path / "run")
+    assert result.step == 8
+    raw = load_train_state(tmp_path / "run")["raw_weights"]
+    plain = load_file(str(tmp_path / "plain/model.safetensors"))
+    for name, tensor in plain.items():
+        assert torch.equal(raw[name], tensor), name
+    assert any(not torch.equal(t, plain[n])
+               for n, t in load_file(str(tmp_path / "run/model.safetensors")).items())

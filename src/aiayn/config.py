@@ -267,7 +267,8 @@ class TrainConfig(Config):
     # §6.1's averaging kept during training (training/averaging.py): checkpoints, the folder and
     # validation scores hold a running average of the weights whose window is this fraction of
     # the run (the standard deviation of a power-function EMA, Karras et al. 2024); 0 = the last
-    # update's weights, as the paper's single checkpoint.
+    # update's weights, as the paper's single checkpoint. Costs one more copy of the weights in
+    # memory and one in train_state.pt.
     average_width: float = 0.02  # relative width of the weights' running average; 0 = off
     metrics_format: str = "jsonl"  # jsonl | csv
     tensorboard: bool = True  # scalars in DIR/tb (tensorboard --logdir DIR/tb)
