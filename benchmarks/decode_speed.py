@@ -8,6 +8,7 @@ the work is the same. Reported: output tokens/s (B x N per call, beams not
 counted), median of repeated calls, and the ratio aiayn / HF.
 
     python benchmarks/decode_speed.py [--batch 32] [--src-len 20] [--new 30] [--repeats 3]
+    python benchmarks/decode_speed.py --device cuda --batch 256      # on a GPU, fp32
 """
 
 from __future__ import annotations
@@ -57,12 +58,14 @@ class EosAfter:
         return logits
 
 
-def timed(fn, repeats: int) -> float:
+def timed(fn, repeats: int, device: str = "cpu") -> float:
     fn()  # warm-up
     times = []
     for _ in range(repeats):
         t0 = time.perf_counter()
         fn()
+        if device.startswith("cuda"):  # the GPU's queued work counts too
+            torch.cuda.synchronize(device)
         times.append(time.perf_counter() - t0)
     return statistics.median(times)
 
@@ -74,14 +77,15 @@ def main() -> None:
     p.add_argument("--new", type=int, default=30, help="target tokens per sentence")
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--threads", type=int, default=None)
+    p.add_argument("--device", default="cpu", help="cpu (default) or cuda[:N], both models there")
     args = p.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
     torch.manual_seed(0)
     cfg = TransformerConfig(**SHAPE, dropout=0.0, max_len=512)
-    ours = Transformer(cfg).eval()
-    hf = marian(cfg)
-    src = torch.randint(4, cfg.vocab_size, (args.batch, args.src_len))
+    ours = Transformer(cfg).eval().to(args.device)
+    hf = marian(cfg).to(args.device)
+    src = torch.randint(4, cfg.vocab_size, (args.batch, args.src_len)).to(args.device)
     n_tokens = args.batch * args.new
     # aiayn's length limit is src_len + max_extra = N tokens; EOS is banned until then.
     ids = dict(bos_id=BOS, eos_id=EOS, pad_id=PAD, max_extra=args.new - args.src_len)
@@ -105,11 +109,12 @@ def main() -> None:
 
     rows = []
     for beams in (1, 4):
-        t_ours = timed(lambda b=beams: aiayn_search(b), args.repeats)
-        t_hf = timed(lambda b=beams: hf_generate(b), args.repeats)
+        t_ours = timed(lambda b=beams: aiayn_search(b), args.repeats, args.device)
+        t_hf = timed(lambda b=beams: hf_generate(b), args.repeats, args.device)
         rows.append((beams, n_tokens / t_ours, n_tokens / t_hf))
     print(f"batch {args.batch}, source {args.src_len} tokens, {args.new} target tokens each, "
-          f"torch {torch.__version__}, {torch.get_num_threads()} threads\n")
+          f"torch {torch.__version__}, " + (torch.cuda.get_device_name(args.device)
+          if args.device.startswith("cuda") else f"{torch.get_num_threads()} threads") + "\n")
     print("| search | aiayn tok/s | HF Marian generate tok/s | aiayn / HF |")
     print("|---|---:|---:|---:|")
     for beams, ours_tps, hf_tps in rows:

@@ -9,6 +9,7 @@ measured in the same run.
     python benchmarks/train_throughput.py --configs small --steps 10
     python benchmarks/train_throughput.py --processes 2   # + every model data-parallel (DDP)
     python benchmarks/train_throughput.py --bf16          # + every model under bf16 autocast
+    python benchmarks/train_throughput.py --device cuda --bf16 --batch 256 --tokens 64   # a GPU
 
 With --bf16 every model also trains under CPU bf16 autocast (what train.precision=bf16 does for
 aiayn; the same torch.autocast around the peers' forward and loss), its MFU against a bf16 matmul
@@ -112,14 +113,25 @@ class Aiayn(nn.Module):
         return self.model(src, tgt)
 
 
-def matmul_peak(seconds: float = 2.0, n: int = 2048, dtype: torch.dtype = torch.float32) -> float:
+def sync(device: str) -> None:
+    """Wait for the device's queued work (CUDA runs asynchronously), so a clock reads its end."""
+    if device.startswith("cuda"):
+        torch.cuda.synchronize(device)
+
+
+def matmul_peak(seconds: float = 2.0, n: int = 2048, dtype: torch.dtype = torch.float32,
+                device: str = "cpu") -> float:
     """Matmul FLOP/s on this machine in `dtype`, now (best of repeated n x n products)."""
-    a, b = torch.randn(n, n, dtype=dtype), torch.randn(n, n, dtype=dtype)
+    n = 8192 if device.startswith("cuda") else n  # a GPU needs large products to reach its peak
+    a = torch.randn(n, n, dtype=dtype, device=device)
+    b = torch.randn(n, n, dtype=dtype, device=device)
     a @ b
+    sync(device)
     best, end = 0.0, time.perf_counter() + seconds
     while time.perf_counter() < end:
         t0 = time.perf_counter()
         a @ b
+        sync(device)
         best = max(best, 2 * n**3 / (time.perf_counter() - t0))
     return best
 
@@ -134,7 +146,8 @@ def model_flops(cfg: TransformerConfig, batch: int, t: int) -> float:
     return 3.0 * (enc + dec + out)
 
 
-def make_batches(cfg: TransformerConfig, n: int, batch: int, t: int, seed: int = 0):
+def make_batches(cfg: TransformerConfig, n: int, batch: int, t: int, seed: int = 0,
+                 device: str = "cpu"):
     g = torch.Generator().manual_seed(seed)
     out = []
     for _ in range(n):
@@ -142,23 +155,28 @@ def make_batches(cfg: TransformerConfig, n: int, batch: int, t: int, seed: int =
         tgt = torch.randint(4, cfg.vocab_size, (batch, t + 1), generator=g)
         lens = torch.randint(t // 2, t + 1, (batch,), generator=g)  # realistic padding
         src[torch.arange(t)[None, :] >= lens[:, None]] = PAD
-        out.append((src, tgt[:, :-1], tgt[:, 1:]))
+        out.append(tuple(x.to(device) for x in (src, tgt[:, :-1], tgt[:, 1:])))
     return out
 
 
 def time_training(model: nn.Module, batches, warmup: int, bf16: bool = False) -> list[float]:
-    opt = torch.optim.Adam(model.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9)
+    device = str(batches[0][0].device)
+    # On a GPU every system gets PyTorch's fused Adam (aiayn's trainer takes it there too).
+    opt = torch.optim.Adam(model.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9,
+                           fused=device.startswith("cuda") or None)
     model.train()
     times = []
     for i, (src, tgt_in, tgt_out) in enumerate(batches):
+        sync(device)
         t0 = time.perf_counter()
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+        with torch.autocast(device.split(":")[0], dtype=torch.bfloat16, enabled=bf16):
             logits = model(src, tgt_in)
         loss = F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), tgt_out.reshape(-1),
                                ignore_index=PAD, label_smoothing=0.1)
         loss.backward()
         opt.step()
         opt.zero_grad(set_to_none=True)
+        sync(device)
         if i >= warmup:
             times.append(time.perf_counter() - t0)
     return times
@@ -211,17 +229,18 @@ def time_ddp(name: str, label: str, world: int, steps: int, warmup: int, batch: 
 
 
 def run(name: str, steps: int, warmup: int, batch: int, t: int, rounds: int,
-        compile_too: bool = False, processes: int = 1, bf16: bool = False) -> list[dict]:
+        compile_too: bool = False, processes: int = 1, bf16: bool = False,
+        device: str = "cpu") -> list[dict]:
     cfg = TransformerConfig(**CONFIGS[name], dropout=0.1, max_len=512)
-    batches = make_batches(cfg, steps + warmup, batch, t)
+    batches = make_batches(cfg, steps + warmup, batch, t, device=device)
     builders = {k: v for k, v in BUILDERS.items() if bf16 or k != EAGER}  # eager: a bf16 mode
     models = {}
     for label, build in builders.items():
         torch.manual_seed(0)
-        models[label] = build(cfg)
+        models[label] = build(cfg).to(device)
         if compile_too:  # what train.compile=true does: the model compiled in place
             torch.manual_seed(0)
-            models[f"{label} + compile"] = build(cfg)
+            models[f"{label} + compile"] = build(cfg).to(device)
             models[f"{label} + compile"].compile()
     ddp = {f"{label} ({processes} processes)": label for label in builders} if processes > 1 else {}
     half = {f"{label} + bf16": label for label in models} if bf16 else {}
@@ -233,8 +252,8 @@ def run(name: str, steps: int, warmup: int, batch: int, t: int, rounds: int,
             times[label] += time_training(models[base], batches, warmup, bf16=True)
         for label, base in ddp.items():
             times[label] += time_ddp(name, base, processes, steps, warmup, batch, t)
-    peak = matmul_peak()
-    peak_bf16 = matmul_peak(dtype=torch.bfloat16) if bf16 else None
+    peak = matmul_peak(device=device)
+    peak_bf16 = matmul_peak(dtype=torch.bfloat16, device=device) if bf16 else None
     flops = model_flops(cfg, batch, t)
     rows = []
     for label, ts in times.items():
@@ -270,17 +289,22 @@ def main() -> None:
     p.add_argument("--compile", action="store_true",
                    help="also every model under torch.compile (compiled during the warmup steps)")
     p.add_argument("--bf16", action="store_true",
-                   help="also every model under CPU bf16 autocast (train.precision=bf16)")
+                   help="also every model under bf16 autocast (train.precision=bf16)")
     p.add_argument("--processes", type=int, default=1,
                    help="also every model as this many DDP processes of 1 thread (gloo)")
+    p.add_argument("--device", default="cpu",
+                   help="cpu (default) or cuda[:N]: where every model trains (fp32 matmuls in "
+                        "full precision on a GPU too: no TF32)")
     args = p.parse_args()
+    if args.device != "cpu" and args.processes > 1:
+        p.error("--processes runs gloo processes on the CPU; on a GPU use --processes 1")
     if args.threads:
         torch.set_num_threads(args.threads)
     torch.manual_seed(0)
     rows = []
     for name in args.configs:
         rows += run(name, args.steps, args.warmup, args.batch, args.tokens, args.rounds,
-                    args.compile, args.processes, args.bf16)
+                    args.compile, args.processes, args.bf16, args.device)
         print(table(rows), flush=True)
     for name in args.configs:
         mine = [r for r in rows if r["config"] == name]
@@ -288,7 +312,9 @@ def main() -> None:
         peer = max((r for r in mine if not r["model"].startswith("aiayn")), key=lambda r: r["tok_s"])
         print(f"{name}: best modes: {ours['model']} {ours['tok_s']:,.0f} tok/s vs {peer['model']} "
               f"{peer['tok_s']:,.0f} tok/s = {ours['tok_s'] / peer['tok_s']:.2f}x")
-    print(f"\ntorch {torch.__version__}, {torch.get_num_threads()} threads, {platform.processor() or platform.machine()}; "
+    where = (torch.cuda.get_device_name(args.device) if args.device.startswith("cuda")
+             else f"{torch.get_num_threads()} threads, {platform.processor() or platform.machine()}")
+    print(f"\ntorch {torch.__version__}, {where}; "
           f"fp32 matmul peak {rows[0]['peak'] / 1e9:.0f} GFLOP/s")
 
 

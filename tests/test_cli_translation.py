@@ -92,7 +92,8 @@ def test_resume_a_folder_written_before_data_source_eos_existed(trained, capsys,
 
 def test_translate_arguments_and_stdin_in_order(trained, capsys, monkeypatch):
     _, _, model = trained
-    code, out, _ = run(capsys, "translate", "--model", model, "1 2", "3", "--beam", "2")
+    code, out, _ = run(capsys, "translate", "--model", model, "1 2", "3", "--beam", "2",
+                       "--device", "cpu")
     assert code == 0 and len(out.splitlines()) == 2
     import io
     lines = ["4 4", "", "5 6 7"]
@@ -103,7 +104,8 @@ def test_translate_arguments_and_stdin_in_order(trained, capsys, monkeypatch):
     from aiayn import load
     assert out2.splitlines() == load(model).translate(lines, beam=1)
     code, out3, _ = run(capsys, "translate", "--model", model, "1 2", "3", "--beam", "2",
-                        "--batch-size", "1", "--workers", "2")  # two decoding processes
+                        "--batch-size", "1", "--workers", "2",  # two decoding processes
+                        "--device", "cpu")  # (worker processes are a CPU mode)
     assert code == 0 and out3 == out
 
 
@@ -133,7 +135,8 @@ def test_translate_and_eval_without_repeated_ngrams(trained, capsys):
 def test_eval_reports_sacrebleu_chrf_exact_match_and_speed(trained, capsys):
     tmp, _, model = trained
     code, out, _ = run(capsys, "eval", "--model", model, "--src", tmp / "valid.src",
-                       "--ref", tmp / "valid.tgt", "--json", "--beam", "1", "--hyp", tmp / "hyp.txt")
+                       "--ref", tmp / "valid.tgt", "--json", "--beam", "1", "--hyp", tmp / "hyp.txt",
+                       "--device", "cpu")
     assert code == 0
     scores = json.loads(out)
     assert {"bleu", "chrf", "exact_match", "bleu_signature", "chrf_signature",
@@ -154,7 +157,8 @@ def test_eval_reports_sacrebleu_chrf_exact_match_and_speed(trained, capsys):
         for batch, workers in (("3", 2), ("8", 1)):
             code, out, _ = run(capsys, "eval", "--model", model, "--src", tmp / "valid.src",
                                "--ref", tmp / "valid.tgt", "--json", "--threads", "2", "--beam",
-                               "1", "--batch-size", batch, "--hyp", tmp / f"hyp{batch}.txt")
+                               "1", "--batch-size", batch, "--hyp", tmp / f"hyp{batch}.txt",
+                               "--device", "cpu")  # worker processes are a CPU mode
             assert code == 0 and json.loads(out)["workers"] == workers, out
             assert json.loads(out)["bleu"] == scores["bleu"]
             assert (tmp / f"hyp{batch}.txt").read_text() == (tmp / "hyp.txt").read_text()
@@ -421,8 +425,11 @@ def test_a_time_budget_ends_with_checkpoints_spaced_for_averaging(tmp_path, caps
     from aiayn.folder import list_checkpoints
     from aiayn.training.checkpoint import load_train_state
 
+    # device cpu: steps at an even pace (on a GPU the first ones also start CUDA: 13 of 69
+    # steps were done at 60% of the budget on an H200)
     config = write_config(tmp_path, max_steps=1_000_000, max_minutes=0.1, save_every=0,
-                          keep_last_n=3, final_checkpoint_spacing=0.2, log_every=1000)
+                          keep_last_n=3, final_checkpoint_spacing=0.2, log_every=1000,
+                          device="cpu")
     code, _, _ = run(capsys, "train", config)
     assert code == 0
     steps = [s for s, _ in list_checkpoints(tmp_path / "model")]

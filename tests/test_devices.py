@@ -70,14 +70,16 @@ def test_inference_commands_run_under_the_precision_asked_for(tmp_path, monkeypa
 
     monkeypatch.setattr(Translator, "translate", spy)
     model = str(tmp_path / "model")
-    assert main(["translate", "--model", model, "--precision", "bf16", "12 3"]) == 0
-    assert main(["translate", "--model", model, "12 3"]) == 0
+    # On the CPU (the spy reads the CPU's autocast state), also on a machine with a GPU.
+    assert main(["translate", "--model", model, "--device", "cpu", "--precision", "bf16",
+                 "12 3"]) == 0
+    assert main(["translate", "--model", model, "--device", "cpu", "12 3"]) == 0
     assert seen == [(True, torch.bfloat16), (False, seen[1][1])]
     (tmp_path / "s").write_text("12 3\n")
     (tmp_path / "r").write_text("3 12\n")
     capsys.readouterr()
     assert main(["eval", "--model", model, "--src", str(tmp_path / "s"), "--ref",
-                 str(tmp_path / "r"), "--precision", "bf16", "--json"]) == 0
+                 str(tmp_path / "r"), "--precision", "bf16", "--json", "--device", "cpu"]) == 0
     report = json.loads(capsys.readouterr().out)
     assert report["precision"] == "bf16" and report["device"] == "cpu"
 

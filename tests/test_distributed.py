@@ -20,7 +20,8 @@ pytestmark = pytest.mark.slow
 
 # fp32: equality up to float order is a property of fp32 (the auto precision is bf16 on CPUs that
 # compute it, and bf16 rounds each process's partial sums differently)
-EXACT = ["model.dropout=0", "train.deterministic=true", "train.precision=fp32"]
+# train.device=cpu: these check gloo on the CPU, also on a machine with a GPU.
+EXACT = ["model.dropout=0", "train.deterministic=true", "train.precision=fp32", "train.device=cpu"]
 
 
 def torchrun(*argv, n=2, wait=True):
@@ -176,6 +177,26 @@ def test_commands_other_than_training_refuse_torchrun_once(monkeypatch, capsys):
         err = capsys.readouterr().err
         assert ("torchrun runs the training commands" in err) == said
         assert err.count("\n") == int(said)
+
+
+def test_more_processes_than_gpus_is_one_line_before_any_work(tmp_path, monkeypatch, capsys):
+    """`torchrun --nproc_per_node=2` on a machine with one GPU: rank 1 would ask for cuda:1
+    (CUDA's 'invalid device ordinal' traceback, found on an H200); it is refused, naming the
+    fix, before the process group or the folder exist."""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    monkeypatch.setattr(torch.cuda, "set_device", lambda *_: pytest.fail("set_device reached"))
+    for key, value in (("WORLD_SIZE", "2"), ("RANK", "0"), ("LOCAL_RANK", "0"),
+                       ("LOCAL_WORLD_SIZE", "2")):
+        monkeypatch.setenv(key, value)
+    config = write_config(tmp_path)
+    assert main(["train", str(config), "train.device=cuda", "--out", str(tmp_path / "m")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert ("torchrun started 2 processes on this machine but it has 1 CUDA device(s), one per "
+            "process: use --nproc_per_node=1 (with train.accum_steps x2 for the same batch per "
+            "update), or train.device=cpu") in err
+    assert not (tmp_path / "m").exists()
 
 
 @pytest.mark.parametrize("world_size", ["2", "1"])

@@ -59,6 +59,32 @@ def test_training_learns_the_task(trained):
     assert meta["example"] == (root / "valid.tsv").read_text().splitlines()[0].split("\t")[0]
 
 
+def test_validation_scores_the_weights_the_folder_holds(tmp_path, monkeypatch):
+    """With the running average on (the default), validation scores the averaged weights that
+    each checkpoint holds, not the run's own (it scored the latter before)."""
+    from safetensors.torch import load_file
+
+    seen = []
+    original = TextEncoder.predict_proba
+
+    def spy(self, texts, batch_size=64):
+        seen.append({k: v.detach().cpu().clone() for k, v in self.model.state_dict().items()})
+        return original(self, texts, batch_size)
+
+    monkeypatch.setattr(TextEncoder, "predict_proba", spy)
+    train = _write_tsv(tmp_path / "train.tsv", _examples(100, 0))
+    valid = _write_tsv(tmp_path / "valid.tsv", _examples(20, 1))
+    argv = ["classify", "train", "tiny", *QUIET, "model.d_model=32", "model.d_ff=64",
+            "data.vocab_size=200", "data.mlm_steps=0", "train.max_steps=20", "train.eval_every=10",
+            "train.save_every=10", "train.keep_last_n=10", "train.lr=3e-3", "--train", str(train),
+            "--valid", str(valid), "--out", str(tmp_path / "m")]
+    assert main(argv) == 0
+    held = load_file(str(tmp_path / "m" / "checkpoints" / "step_00000010.safetensors"))
+    assert len(seen) == 2 and held.keys() <= seen[0].keys()
+    for name, tensor in held.items():
+        assert torch.equal(seen[0][name].to(tensor.dtype), tensor), name
+
+
 def test_masked_lm_pretraining_stage(trained):
     _, out = trained
     pre = out / "pretrain"

@@ -44,8 +44,9 @@ def test_update_is_the_power_weighted_sum_of_every_step():
 
 
 def _train(folder, width, steps, resume=False, save_every=0, evaluate=None):
+    # device cpu: bit-for-bit comparisons, also on a machine with a GPU
     cfg = quiet(max_steps=steps, deterministic=True, average_width=width, save_every=save_every,
-                keep_last_n=1000, eval_every=4 if evaluate else 0)
+                keep_last_n=1000, eval_every=4 if evaluate else 0, device="cpu")
     model = tiny_model(dropout=0.1)
     trainer = Trainer(model, cfg, copy_stream(random_sequences(50, seed=3), 8), loss_fn, folder,
                       family="transformer", evaluate=evaluate)

@@ -63,7 +63,8 @@ def fresh_copy_stream(batch_size, per_epoch=2048):
 
 @pytest.mark.parametrize("precision", ["fp32", "bf16", "fp16"])
 def test_copy_task_is_learned_to_100_percent_in_under_a_minute(tmp_path, precision):
-    """In every precision (bf16 / fp16 autocast on the CPU: correctness, not speed)."""
+    """In every precision (bf16 / fp16 autocast on the CPU: correctness, not speed), on the
+    device train.device=auto picks (the GPU where there is one)."""
     start = time.monotonic()
     model = tiny_model()
     # A cosine decay to 0 (not §5.3's schedule) lets the last steps settle on exact copies.
@@ -71,7 +72,7 @@ def test_copy_task_is_learned_to_100_percent_in_under_a_minute(tmp_path, precisi
     result = Trainer(model, cfg, fresh_copy_stream(64), loss_fn, tmp_path,
                      family="transformer").fit()
     test = random_sequences(1000, seed=99)
-    src = collate([(s, s) for s in test], PAD).src
+    src = collate([(s, s) for s in test], PAD).src.to(next(model.parameters()).device)
     out = greedy_search(model.eval(), src, bos_id=BOS, eos_id=EOS, pad_id=PAD)
     exact = sum(o == s for o, s in zip(out, test, strict=True)) / len(test)
     assert exact == 1.0

@@ -24,6 +24,7 @@ Same skeleton as every aiayn.tasks module: data config, data, batches, loss, obj
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -402,7 +403,10 @@ def train_classifier(exp: Experiment, resume: bool = False, out: str | Path | No
     stream = text_batches(ids, targets, data.batch_size, train.seed, enc.special["pad"])
 
     def evaluate(m) -> dict[str, float]:
-        return {"valid_accuracy": enc.evaluate(splits["valid"])} if splits["valid"] else {}
+        # m: the weights the folder holds (the running average, if on), not the run's own
+        scorer = copy.copy(enc)
+        scorer.model = m
+        return {"valid_accuracy": scorer.evaluate(splits["valid"])} if splits["valid"] else {}
 
     meta = {**enc.meta, "task": "text-classification", "special_ids": enc.special,
             "labels": labels, "experiment": experiment,

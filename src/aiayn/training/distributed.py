@@ -64,6 +64,18 @@ def world() -> World:
     return World()
 
 
+def check_gpus_per_node(processes: int, device: str) -> None:
+    """One GPU per process (NCCL refuses two processes on one GPU): more processes on this node
+    than it has CUDA devices is a one-line error, not CUDA's 'invalid device ordinal'."""
+    have = torch.cuda.device_count()
+    if processes > have:
+        keep = (f" (with train.accum_steps x{processes // have} for the same batch per update)"
+                if processes % have == 0 else "")
+        raise UserError(f"train.device={device}: torchrun started {processes} processes on this "
+                        f"machine but it has {have} CUDA device(s), one per process: use "
+                        f"--nproc_per_node={have}{keep}, or train.device=cpu")
+
+
 def setup(device: str = "auto") -> World:
     """Join the process group torchrun described in the environment (once per process; later
     calls return the same World). Processes other than rank 0 stop printing to stdout."""
@@ -74,6 +86,7 @@ def setup(device: str = "auto") -> World:
     name = resolve_device(device)
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
     if name.startswith("cuda"):
+        check_gpus_per_node(int(os.environ.get("LOCAL_WORLD_SIZE", local_rank + 1)), device)
         torch.cuda.set_device(local_rank)
     dist.init_process_group("nccl" if name.startswith("cuda") else "gloo", timeout=TIMEOUT)
     atexit.register(finish)
@@ -170,5 +183,5 @@ def finish() -> None:
         dist.destroy_process_group()
 
 
-__all__ = ["LossModule", "World", "all_sum", "check_same", "finish", "gather", "launched",
+__all__ = ["LossModule", "World", "all_sum", "check_gpus_per_node", "check_same", "finish", "gather", "launched",
            "process_device", "setup", "silent", "world", "wrap"]

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# The CUDA checks, on a machine with a GPU (CI has none). One short run, each step under its own
+# time limit, logs under $OUT (default out/gpu):
+#   1. tests/test_cuda.py: fused attention kernels, CPU == GPU with the same weights, search
+#      invariants, bf16 autocast training, resume and translation on the GPU;
+#   2. the GPU figures: benchmarks/train_throughput.py and decode_speed.py with --device cuda
+#      (aiayn beside torch.nn.Transformer and HF Marian, in one run);
+#   3. the whole test suite with the GPU visible (train.device=auto then means CUDA), in parallel,
+#      for as long as SUITE_S seconds allow.
+# Uses the python3 that holds a CUDA build of torch, and src/ on PYTHONPATH (no install). Packages
+# it lacks may travel as wheels in .whl/ (see the device notes), installed to /tmp/site.
+#
+#     bash scripts/gpu_check.sh            # then read $OUT/*.log
+set -u
+cd "$(dirname "$0")/.."
+OUT=${OUT:-out/gpu}
+mkdir -p "$OUT"
+if compgen -G ".whl/*.whl" > /dev/null; then
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+        --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site
+fi
+export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
+step() {  # step NAME SECONDS COMMAND...: run, log to $OUT/NAME.log, say how it ended
+    local name=$1 limit=$2; shift 2
+    echo "== $name (limit ${limit}s): $*"
+    local t0=$SECONDS
+    timeout "$limit" "$@" > "$OUT/$name.log" 2>&1
+    echo "== $name: exit $? after $((SECONDS - t0))s"
+    tail -n "${TAIL:-25}" "$OUT/$name.log"
+}
+nvidia-smi -L
+python3 -c "import torch; print('torch', torch.__version__, 'CUDA', torch.version.cuda,
+      torch.cuda.get_device_name(0), 'bf16', torch.cuda.is_bf16_supported())"
+step test_cuda 120 python3 -m pytest -q -ra -s -p no:cacheprovider tests/test_cuda.py
+step train_throughput 120 python3 benchmarks/train_throughput.py --device cuda --bf16 \
+    --batch 128 --tokens 64 --steps 10 --rounds 2
+step decode_speed 60 python3 benchmarks/decode_speed.py --device cuda --batch 256 --repeats 5
+TAIL=60 step suite "${SUITE_S:-180}" python3 -m pytest -q -ra -p no:cacheprovider -n 12 \
+    --timeout 120 --ignore tests/test_serve_browser.py --ignore tests/test_wheel.py \
+    --ignore tests/test_cuda.py tests
