@@ -172,8 +172,20 @@ def test_average_last_two_checkpoints(trained, capsys, tmp_path):
     assert code == 0 and "steps 10, 20" in out
     # Steps 10..20 of a 20-step run: far wider than §6.1's last few percent.
     assert "warning: the checkpoints averaged (steps 10..20) span 50% of the 20-step run" in err
+    # The run kept a running average (the default): each checkpoint holds one already.
+    assert ("note: each checkpoint already holds the run's running average of the weights "
+            "(train.average_width=0.02); averaging them widens that window") in err
     code, out, _ = run(capsys, "translate", "--model", tmp_path / "avg", "1 2")
     assert code == 0 and len(out.splitlines()) == 1
+
+
+@pytest.mark.parametrize("experiment", [{"train": {"average_width": 0}}, {"train": {}}, "x"])
+def test_running_average_note_only_for_averaged_runs(experiment):
+    from aiayn.training.checkpoint import running_average_note
+
+    assert running_average_note({"experiment": experiment}) is None
+    assert "average_width=0.05" in running_average_note(
+        {"experiment": {"train": {"average_width": 0.05}}})
 
 
 def test_average_refuses_fewer_checkpoints_than_asked(trained, capsys, tmp_path):

@@ -186,10 +186,19 @@ def _eval(args: argparse.Namespace) -> int:
 
 
 def _average(args: argparse.Namespace) -> int:
-    from aiayn.training.checkpoint import average_checkpoints, averaging_warning, load_train_state
+    from aiayn.folder import read_meta
+    from aiayn.training.checkpoint import (
+        average_checkpoints,
+        averaging_warning,
+        load_train_state,
+        running_average_note,
+    )
 
     steps = average_checkpoints(args.model, args.last, args.out, allow_fewer=args.allow_fewer)
     print(f"averaged {len(steps)} checkpoints (steps {', '.join(map(str, steps))}) into {args.out}")
+    note = running_average_note(read_meta(args.model))
+    if note:
+        print(f"aiayn: note: {note}", file=sys.stderr)
     try:
         final = int(load_train_state(args.model)["step"])
     except UserError:  # no training state (e.g. a copied folder): judge by the last checkpoint

@@ -212,6 +212,18 @@ def averaging_warning(steps: list[int], final_step: int) -> str | None:
             "more often, e.g. train.save_every, or average fewer with --last)")
 
 
+def running_average_note(meta: dict[str, Any]) -> str | None:
+    """A note when the folder's run kept a running average (train.average_width): each of its
+    checkpoints already holds one, and averaging several of them widens that window."""
+    experiment = meta.get("experiment")
+    train = experiment.get("train") if isinstance(experiment, dict) else None
+    width = train.get("average_width") if isinstance(train, dict) else None
+    if not isinstance(width, (int, float)) or not width:
+        return None
+    return (f"each checkpoint already holds the run's running average of the weights "
+            f"(train.average_width={width}); averaging them widens that window")
+
+
 def average_checkpoints(folder: str | Path, last: int, out: str | Path,
                         allow_fewer: bool = False) -> list[int]:
     """§6.1: average the weights of the last `last` numbered checkpoints of `folder` into a new
