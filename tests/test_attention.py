@@ -264,23 +264,29 @@ def test_bf16_autocast_attention_follows_fp32(t):
     assert (grads[1] - grads[0]).norm() < 0.05 * grads[0].norm()
 
 
-def test_inference_keeps_joined_qkv_weights_only_while_they_are_unchanged():
-    """Under no_grad self-attention projects with a kept copy of the joined q/k/v weights; every
-    way weights change (an optimizer step, load_state_dict, a dtype change) must refresh it."""
+def test_decoding_keeps_joined_qkv_weights_only_while_they_are_unchanged():
+    """Inside joined_qkv_kept (a decoding loop) self-attention projects with a kept copy of the
+    joined q/k/v weights; every way weights change (an optimizer step, load_state_dict, a dtype
+    change) refreshes it, and it is gone outside."""
+    from aiayn.nn.attention import joined_qkv_kept
+
     torch.manual_seed(0)
     m = MultiHeadAttention(32, 4).eval()
     x = torch.randn(2, 5, 32)
 
     def check(inp):
-        with torch.no_grad():
+        with torch.no_grad(), joined_qkv_kept(m):
             kept = m(inp, inp, inp)
+            assert m._qkv_kept is not None  # the premise: the copy exists and is used
+            kept_again = m(inp, inp, inp)
+        assert m._qkv_kept is None
         with torch.enable_grad():  # the per-call join: the weights as they are now
             now = m(inp, inp, inp).detach()
         torch.testing.assert_close(kept, now, rtol=0, atol=0)
+        torch.testing.assert_close(kept_again, now, rtol=0, atol=0)
         return kept
 
     first = check(x)
-    assert m._qkv_kept is not None  # the premise: the copy exists and is used
     opt = torch.optim.SGD(m.parameters(), lr=0.1)
     m(x, x, x).square().sum().backward()
     opt.step()
@@ -289,6 +295,32 @@ def test_inference_keeps_joined_qkv_weights_only_while_they_are_unchanged():
     check(x)
     m.to(torch.float64)
     check(x.double())
+
+
+def test_inference_between_fused_optimizer_steps_sees_the_new_weights():
+    """torch.optim.Adam(fused=True) (the trainer's optimizer on a GPU; it runs on the CPU too)
+    updates the weights in place without moving their version counters. Validation under
+    no_grad between its steps used to read a joined q/k/v copy kept from the first validation
+    (found on an H200: a classifier validated every 50 steps scored 0.47-0.80 instead of 1.0)."""
+    from aiayn.nn.attention import joined_qkv_kept
+
+    torch.manual_seed(0)
+    m = MultiHeadAttention(32, 4)
+    x = torch.randn(2, 5, 32)
+    opt = torch.optim.Adam(m.parameters(), lr=0.1, fused=True)
+    version = m.q_proj.weight._version
+    for _ in range(3):
+        with torch.no_grad():  # validation
+            seen = m(x, x, x)
+        with torch.no_grad(), joined_qkv_kept(m):  # a decoding loop
+            decoded = m(x, x, x)
+        now = m(x, x, x)
+        torch.testing.assert_close(seen, now.detach(), rtol=0, atol=0)
+        torch.testing.assert_close(decoded, now.detach(), rtol=0, atol=0)
+        now.square().sum().backward()
+        opt.step()
+        opt.zero_grad()
+    assert m.q_proj.weight._version == version  # the premise: no version counter moved
 
 
 def test_short_sequence_matmul_path_keeps_float64():

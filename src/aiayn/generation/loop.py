@@ -19,6 +19,8 @@ from typing import Protocol
 import torch
 from torch import Tensor
 
+from aiayn.nn.attention import joined_qkv_kept
+
 
 class Cache(Protocol):
     def reorder(self, indices: Tensor) -> None:
@@ -42,16 +44,18 @@ def decode_loop(step: Step, cache: Cache, strategy: Strategy, tokens: Tensor) ->
     step (a streaming caller reads the strategy's latest tokens then); ends when it is over.
 
     The cache is reordered only between steps and only when the strategy asks, and there is no
-    forward pass after the last step.
+    forward pass after the last step. Self-attention keeps its joined q/k/v weights for the
+    whole loop (aiayn.nn.attention.joined_qkv_kept).
     """
-    while True:
-        logits = step(tokens, cache)[:, -1]  # (N, V): each live row's next-token logits
-        keep, tokens = strategy.advance(logits)
-        yield
-        if tokens is None:
-            return
-        if keep is not None:
-            cache.reorder(keep)
+    with joined_qkv_kept(getattr(step, "model", None)):
+        while True:
+            logits = step(tokens, cache)[:, -1]  # (N, V): each live row's next-token logits
+            keep, tokens = strategy.advance(logits)
+            yield
+            if tokens is None:
+                return
+            if keep is not None:
+                cache.reorder(keep)
 
 
 def run(step: Step, cache: Cache, strategy: Strategy, tokens: Tensor) -> None:

@@ -10,6 +10,8 @@ A query row with no allowed key yields zeros (never NaN) in every dtype.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import torch
 import torch.nn.functional as F
@@ -98,6 +100,29 @@ def _cpu_fp32(sdpa, q: Tensor, k: Tensor, v: Tensor, **kwargs) -> Tensor:
         return sdpa(q.float(), k.float(), v.float(), **kwargs).to(q.dtype)
 
 
+@contextmanager
+def joined_qkv_kept(model: object) -> Iterator[None]:
+    """Inside: the self-attention layers of `model` (an nn.Module, or an object whose `.model`
+    is one) join their q/k/v weights once and keep the copy; a decoding loop calls each layer
+    hundreds of times with the same weights. Entering and leaving drop the copies, so each
+    loop starts from the weights as they are. Nests."""
+    if not isinstance(model, nn.Module):
+        model = getattr(model, "model", None)
+    layers = [m for m in model.modules() if isinstance(m, MultiHeadAttention)] \
+        if isinstance(model, nn.Module) else []
+    for m in layers:
+        if not m._keeping:
+            m._qkv_kept = None
+        m._keeping += 1
+    try:
+        yield
+    finally:
+        for m in layers:
+            m._keeping -= 1
+            if not m._keeping:
+                m._qkv_kept = None
+
+
 def _ungroup(x: Tensor, group: int, t_q: int) -> Tensor:
     """(B_k, H, g*T_q, X) -> (g*B_k, H, T_q, X): MultiHeadAttention's grouped queries, back."""
     b_k, h, _, last = x.shape
@@ -147,6 +172,7 @@ class MultiHeadAttention(nn.Module):
         self.v_proj = nn.Linear(d_model, d_model, bias=bias)
         self.out_proj = nn.Linear(d_model, d_model, bias=bias)
         self._qkv_kept: tuple | None = None  # (key, weight, bias) of _kept_qkv; not a parameter
+        self._keeping = 0  # > 0 inside joined_qkv_kept(): decoding, the weights fixed
 
     def _heads(self, x: Tensor) -> Tensor:
         b, t, _ = x.shape
@@ -167,15 +193,15 @@ class MultiHeadAttention(nn.Module):
     def _project_qkv(self, query: Tensor, key: Tensor, value: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         if query is key and key is value:
             # Self-attention: one fused matmul for Q, K and V (same numbers, fewer kernel calls).
-            # While autograd records, the weights are joined per call (autograd sees through the
-            # cat); otherwise (inference, e.g. a decoding step) the joined copy is kept while
-            # the weights stay as they are: joining them on every step cost more than it saved,
-            # while the kept copy made greedy decoding 1.04-1.08x and beam 4 1.00-1.02x as fast
-            # (benchmarks/RESULTS.md, "Decoding in one process"). Not under autocast, which
-            # would cast the copy (not a parameter, so not cached) on every call.
+            # The weights are joined per call (autograd sees through the cat), except inside a
+            # decoding loop (joined_qkv_kept), which keeps one joined copy for all its steps:
+            # joining them on every step cost more than it saved, while the kept copy made
+            # greedy decoding 1.04-1.08x and beam 4 1.00-1.02x as fast (benchmarks/RESULTS.md,
+            # "Decoding in one process"). Not under autocast without grad, which would cast the
+            # copy (not a parameter, so not in autocast's cache) on every call.
             grad = torch.is_grad_enabled()
             if grad or not torch.is_autocast_enabled(query.device.type):
-                w, b = self._joined_qkv() if grad else self._kept_qkv()
+                w, b = self._kept_qkv() if self._keeping and not grad else self._joined_qkv()
                 q, k, v = F.linear(query, w, b).chunk(3, dim=-1)
                 return self._heads(q), self._heads(k), self._heads(v)
         k, v = self._project_kv(key, value)
@@ -188,8 +214,13 @@ class MultiHeadAttention(nn.Module):
         return w, b
 
     def _kept_qkv(self) -> tuple[Tensor, Tensor | None]:
-        """_joined_qkv, kept until a weight changes: it is keyed on the parameters' storage and
-        version counters, which an optimizer step, load_state_dict or .to() all move."""
+        """_joined_qkv, kept for one decoding loop (joined_qkv_kept). Keyed as well on the
+        parameters' storage and version counters, which load_state_dict, .to() and most
+        optimizers move; not a fused optimizer (torch.optim.Adam(fused=True), the trainer's on
+        a GPU): its in-place update leaves the version counters as they were. A copy kept across
+        training steps therefore went stale: on an H200 a classifier validated every 50 steps
+        scored 0.47-0.80 where one validated at the end scored 1.0. Hence the copy lives only
+        inside joined_qkv_kept."""
         params = [p for m in (self.q_proj, self.k_proj, self.v_proj)
                   for p in (m.weight, m.bias) if p is not None]
         key = tuple((p.data_ptr(), p.dtype, p._version) for p in params)
