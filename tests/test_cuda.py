@@ -171,3 +171,30 @@ def test_training_on_the_gpu_bf16_learns_as_fp32_and_resumes_and_translates(tmp_
     on_gpu = load(fp32, device="cuda").translate(sentences, beam=4)
     on_cpu = load(fp32, device="cpu").translate(sentences, beam=4)
     assert on_gpu == on_cpu
+
+
+def test_validation_between_the_trainers_gpu_updates_reads_the_current_weights():
+    """The trainer's GPU optimizer is fused Adam, whose update leaves the weights' version
+    counters as they were: no_grad forwards between its steps (validation) must still read the
+    weights as they are now (they once read a q/k/v copy kept from the first validation)."""
+    from aiayn.config import TrainConfig
+    from aiayn.training.schedule import make_optimizer
+
+    model, src = _model_and_sources()
+    model, src = model.cuda().train(), src.cuda()
+    tgt = torch.randint(4, 40, (6, 7), device="cuda")
+    opt = make_optimizer(model, TrainConfig(), "cuda")
+    assert opt.defaults["fused"] is True
+    for group in opt.param_groups:  # the trainer sets it per step
+        group["lr"] = 1e-2
+    first = None
+    for _ in range(3):
+        with torch.no_grad():
+            seen = model(src, tgt)
+        now = model(src, tgt)
+        torch.testing.assert_close(seen, now.detach(), rtol=1e-5, atol=1e-5)
+        first = seen if first is None else first
+        now.logsumexp(-1).mean().backward()
+        opt.step()
+        opt.zero_grad()
+    assert (seen - first).abs().max() > 1e-2  # the premise: the weights moved
