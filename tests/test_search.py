@@ -157,3 +157,35 @@ def test_batch_equals_each_sentence_alone(beam):
     batched = beam_search(model, src, beam=beam, max_extra=6, **IDS)
     alone = [beam_search(model, row[row != PAD][None], beam=beam, max_extra=6, **IDS)[0] for row in src]
     assert batched == alone
+
+
+def test_a_decoding_loop_keeps_the_joined_qkv_weights_and_drops_them_after():
+    """The loop runs in the model's decoding() context, found through a wrapper's .model too:
+    the decoder's self-attention layers keep one joined q/k/v copy for every step (the encoder
+    runs before the loop), and no copy outlives the loop (a later optimizer step cannot leave
+    one stale)."""
+    from aiayn.nn import MultiHeadAttention
+
+    model, src = _random_model(), _sources()
+    layers = [m for m in model.modules() if isinstance(m, MultiHeadAttention)]
+    kept_per_step = []
+
+    class Wrapper:
+        def __init__(self, inner):
+            self.model = inner
+
+        def encode(self, src, src_mask):
+            return self.model.encode(src, src_mask)
+
+        def new_cache(self):
+            return self.model.new_cache()
+
+        def decode(self, tgt_new, memory, src_mask, cache):
+            logits = self.model.decode(tgt_new, memory, src_mask, cache)
+            kept_per_step.append(sum(m._qkv_kept is not None for m in layers))
+            return logits
+
+    out = greedy_search(Wrapper(model), src, max_extra=6, **IDS)
+    assert out == greedy_search(model, src, max_extra=6, **IDS)
+    assert len(kept_per_step) > 1 and set(kept_per_step) == {model.config.n_decoder_layers}
+    assert all(m._qkv_kept is None and m._keeping == 0 for m in layers)

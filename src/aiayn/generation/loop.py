@@ -14,12 +14,11 @@ host sync per step is the strategy's "which rows are still live" (a nonzero()).
 from __future__ import annotations
 
 from collections.abc import Iterator
+from contextlib import AbstractContextManager, nullcontext
 from typing import Protocol
 
 import torch
 from torch import Tensor
-
-from aiayn.nn.attention import joined_qkv_kept
 
 
 class Cache(Protocol):
@@ -44,10 +43,10 @@ def decode_loop(step: Step, cache: Cache, strategy: Strategy, tokens: Tensor) ->
     step (a streaming caller reads the strategy's latest tokens then); ends when it is over.
 
     The cache is reordered only between steps and only when the strategy asks, and there is no
-    forward pass after the last step. Self-attention keeps its joined q/k/v weights for the
-    whole loop (aiayn.nn.attention.joined_qkv_kept).
+    forward pass after the last step. The loop runs inside the model's `decoding()` context
+    where it has one (aiayn's models: self-attention keeps its joined q/k/v weights throughout).
     """
-    with joined_qkv_kept(getattr(step, "model", None)):
+    with _decoding(step):
         while True:
             logits = step(tokens, cache)[:, -1]  # (N, V): each live row's next-token logits
             keep, tokens = strategy.advance(logits)
@@ -56,6 +55,17 @@ def decode_loop(step: Step, cache: Cache, strategy: Strategy, tokens: Tensor) ->
                 return
             if keep is not None:
                 cache.reorder(keep)
+
+
+def _decoding(step: Step) -> AbstractContextManager[None]:
+    """The `decoding()` context of the step's model, or of the model a wrapper holds (a test
+    double or a benchmark's `.model`); none for a model without one."""
+    model = getattr(step, "model", None)
+    for candidate in (model, getattr(model, "model", None)):
+        scope = getattr(candidate, "decoding", None)
+        if callable(scope):
+            return scope()
+    return nullcontext()
 
 
 def run(step: Step, cache: Cache, strategy: Strategy, tokens: Tensor) -> None:

@@ -15,12 +15,20 @@ Shapes: B batch, T new positions, V vocabulary, D d_model.
 from __future__ import annotations
 
 import math
+from contextlib import AbstractContextManager
 
 from torch import Tensor, nn
 
 from aiayn.config import DecoderLMConfig
 from aiayn.masks import causal_mask, combine
-from aiayn.nn import Encoder, InputEmbedding, KVCache, TokenEmbedding, make_positions
+from aiayn.nn import (
+    Encoder,
+    InputEmbedding,
+    KVCache,
+    TokenEmbedding,
+    joined_qkv_kept,
+    make_positions,
+)
 
 
 class DecoderLM(nn.Module):
@@ -61,6 +69,11 @@ class DecoderLM(nn.Module):
                 nn.init.normal_(p, std=0.02)
             elif name.endswith(".bias"):
                 nn.init.zeros_(p)
+
+    def decoding(self) -> AbstractContextManager[None]:
+        """A decoding loop's context (aiayn.generation.loop): self-attention keeps its joined
+        q/k/v weights for the whole loop (aiayn.nn.joined_qkv_kept)."""
+        return joined_qkv_kept(self)
 
     def new_cache(self) -> KVCache:
         """An empty cache: per layer, the keys/values of every position seen so far."""

@@ -2,11 +2,21 @@
 
 from __future__ import annotations
 
+from contextlib import AbstractContextManager
+
 from torch import Tensor, nn
 
 from aiayn.config import TransformerConfig
 from aiayn.masks import padding_mask
-from aiayn.nn import Decoder, Encoder, InputEmbedding, KVCache, TokenEmbedding, make_positions
+from aiayn.nn import (
+    Decoder,
+    Encoder,
+    InputEmbedding,
+    KVCache,
+    TokenEmbedding,
+    joined_qkv_kept,
+    make_positions,
+)
 
 
 class Transformer(nn.Module):
@@ -60,6 +70,11 @@ class Transformer(nn.Module):
 
     def src_mask(self, src: Tensor) -> Tensor:
         return padding_mask(src, self.config.pad_id)
+
+    def decoding(self) -> AbstractContextManager[None]:
+        """A decoding loop's context (aiayn.generation.loop): self-attention keeps its joined
+        q/k/v weights for the whole loop (aiayn.nn.joined_qkv_kept)."""
+        return joined_qkv_kept(self)
 
     def new_cache(self) -> KVCache:
         return KVCache(self.config.n_decoder_layers, cross=True)

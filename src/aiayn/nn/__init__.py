@@ -1,6 +1,6 @@
 """Building blocks of the Transformer (§3), shared by every model family in aiayn.models."""
 
-from aiayn.nn.attention import MultiHeadAttention, scaled_dot_product_attention
+from aiayn.nn.attention import MultiHeadAttention, joined_qkv_kept, scaled_dot_product_attention
 from aiayn.nn.cache import AttentionCache, KVCache
 from aiayn.nn.dropout import Dropout
 from aiayn.nn.feedforward import FeedForward
@@ -17,6 +17,7 @@ from aiayn.nn.positions import (
 __all__ = [
     "AttentionCache", "Decoder", "DecoderLayer", "Dropout", "Encoder", "EncoderLayer", "FeedForward",
     "InputEmbedding", "KVCache", "LearnedPositions", "MultiHeadAttention", "Residual",
-    "SinusoidalPositions", "TokenEmbedding", "make_positions", "scaled_dot_product_attention",
+    "SinusoidalPositions", "TokenEmbedding", "joined_qkv_kept", "make_positions",
+    "scaled_dot_product_attention",
     "sinusoidal_positions",
 ]

@@ -101,15 +101,12 @@ def _cpu_fp32(sdpa, q: Tensor, k: Tensor, v: Tensor, **kwargs) -> Tensor:
 
 
 @contextmanager
-def joined_qkv_kept(model: object) -> Iterator[None]:
-    """Inside: the self-attention layers of `model` (an nn.Module, or an object whose `.model`
-    is one) join their q/k/v weights once and keep the copy; a decoding loop calls each layer
-    hundreds of times with the same weights. Entering and leaving drop the copies, so each
-    loop starts from the weights as they are. Nests."""
-    if not isinstance(model, nn.Module):
-        model = getattr(model, "model", None)
-    layers = [m for m in model.modules() if isinstance(m, MultiHeadAttention)] \
-        if isinstance(model, nn.Module) else []
+def joined_qkv_kept(model: nn.Module) -> Iterator[None]:
+    """Inside: the self-attention layers of `model` join their q/k/v weights once and keep the
+    copy; a decoding loop calls each layer hundreds of times with the same weights (the models'
+    `decoding()`). Entering and leaving drop the copies, so each loop starts from the weights as
+    they are. Nests."""
+    layers = [m for m in model.modules() if isinstance(m, MultiHeadAttention)]
     for m in layers:
         if not m._keeping:
             m._qkv_kept = None
