@@ -28,6 +28,10 @@ step() {  # step NAME SECONDS COMMAND...: run, log to $OUT/NAME.log, say how it 
     echo "== $name: exit $? after $((SECONDS - t0))s"
     tail -n "${TAIL:-25}" "$OUT/$name.log"
 }
+python3 -c "import sys, torch; sys.exit(not torch.cuda.is_available())" || {
+    echo "gpu_check.sh: torch sees no CUDA GPU here (a CUDA build of torch and a GPU are needed)" >&2
+    exit 2
+}
 nvidia-smi -L
 python3 -c "import torch; print('torch', torch.__version__, 'CUDA', torch.version.cuda,
       torch.cuda.get_device_name(0), 'bf16', torch.cuda.is_bf16_supported())"
@@ -35,6 +39,10 @@ step test_cuda 120 python3 -m pytest -q -ra -s -p no:cacheprovider tests/test_cu
 step train_throughput 120 python3 benchmarks/train_throughput.py --device cuda --bf16 \
     --batch 128 --tokens 64 --steps 10 --rounds 2
 step decode_speed 60 python3 benchmarks/decode_speed.py --device cuda --batch 256 --repeats 5
-TAIL=60 step suite "${SUITE_S:-180}" python3 -m pytest -q -ra -p no:cacheprovider -n 12 \
-    --timeout 120 --ignore tests/test_serve_browser.py --ignore tests/test_wheel.py \
+# In parallel and with a per-test limit where pytest-xdist and pytest-timeout are installed.
+PARALLEL=$(python3 -c "import xdist" 2>/dev/null && echo "-n 12")
+LIMIT=$(python3 -c "import pytest_timeout" 2>/dev/null && echo "--timeout 120")
+# shellcheck disable=SC2086
+TAIL=60 step suite "${SUITE_S:-180}" python3 -m pytest -q -ra -p no:cacheprovider $PARALLEL \
+    $LIMIT --ignore tests/test_serve_browser.py --ignore tests/test_wheel.py \
     --ignore tests/test_cuda.py tests
