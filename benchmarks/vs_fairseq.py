@@ -759,14 +759,14 @@ def main(argv: list[str] | None = None) -> dict:
         parser.error("--peer-scores goes with --updates N (and without --resume)")
     if args.peer_average and (not args.updates or args.resume or args.peer_scores):
         parser.error("--peer-average goes with --updates N (without --resume or --peer-scores)")
-    if args.peer_average and (args.save_every or 200) % PEER_AVERAGE_EVERY:
-        parser.error(f"--peer-average: --save-every must be a multiple of {PEER_AVERAGE_EVERY}")
     if args.merge:
         return merge([Path(p) for p in args.merge], args.record)
     if args.resume and not args.updates:
         parser.error("--resume continues an --updates run: give --updates N")
     args.minutes = args.minutes or (1.0 if args.quick else 12.0)
     args.save_every = args.save_every or (20 if args.quick else 200)
+    if args.peer_average and args.save_every % PEER_AVERAGE_EVERY:
+        parser.error(f"--peer-average: --save-every must be a multiple of {PEER_AVERAGE_EVERY}")
     argv = sys.argv[1:] if argv is None else argv
     command = "python benchmarks/vs_fairseq.py " + shlex.join(argv)
     work = Path(args.work).resolve()

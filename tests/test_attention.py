@@ -266,8 +266,9 @@ def test_bf16_autocast_attention_follows_fp32(t):
 
 def test_decoding_keeps_joined_qkv_weights_only_while_they_are_unchanged():
     """Inside joined_qkv_kept (a decoding loop) self-attention projects with a kept copy of the
-    joined q/k/v weights; every way weights change (an optimizer step, load_state_dict, a dtype
-    change) refreshes it, and it is gone outside."""
+    joined q/k/v weights, the same numbers as joining them per call; the copy is gone outside,
+    so after any change of the weights (an optimizer step, load_state_dict, a dtype change) the
+    next loop joins them as they are."""
     from aiayn.nn.attention import joined_qkv_kept
 
     torch.manual_seed(0)

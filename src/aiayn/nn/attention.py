@@ -168,7 +168,7 @@ class MultiHeadAttention(nn.Module):
         self.k_proj = nn.Linear(d_model, d_model, bias=bias)
         self.v_proj = nn.Linear(d_model, d_model, bias=bias)
         self.out_proj = nn.Linear(d_model, d_model, bias=bias)
-        self._qkv_kept: tuple | None = None  # (key, weight, bias) of _kept_qkv; not a parameter
+        self._qkv_kept: tuple | None = None  # (weight, bias) of _kept_qkv; not a parameter
         self._keeping = 0  # > 0 inside joined_qkv_kept(): decoding, the weights fixed
 
     def _heads(self, x: Tensor) -> Tensor:
@@ -211,20 +211,16 @@ class MultiHeadAttention(nn.Module):
         return w, b
 
     def _kept_qkv(self) -> tuple[Tensor, Tensor | None]:
-        """_joined_qkv, kept for one decoding loop (joined_qkv_kept). Keyed as well on the
-        parameters' storage and version counters, which load_state_dict, .to() and most
-        optimizers move; not a fused optimizer (torch.optim.Adam(fused=True), the trainer's on
-        a GPU): its in-place update leaves the version counters as they were. A copy kept across
-        training steps therefore went stale: on an H200 a classifier validated every 50 steps
-        scored 0.47-0.80 where one validated at the end scored 1.0. Hence the copy lives only
-        inside joined_qkv_kept."""
-        params = [p for m in (self.q_proj, self.k_proj, self.v_proj)
-                  for p in (m.weight, m.bias) if p is not None]
-        key = tuple((p.data_ptr(), p.dtype, p._version) for p in params)
-        if self._qkv_kept is None or self._qkv_kept[0] != key:
+        """_joined_qkv, made once per decoding loop (joined_qkv_kept drops it on entry and exit).
+
+        The copy once outlived the loop, keyed on the parameters' version counters to notice a
+        change. A fused optimizer (torch.optim.Adam(fused=True), the trainer's on a GPU) updates
+        in place without moving them, so validation between its steps read stale weights: on an
+        H200 a classifier validated every 50 steps scored 0.47-0.80 where it scored 1.0."""
+        if self._qkv_kept is None:
             with torch.no_grad():
-                self._qkv_kept = (key, *self._joined_qkv())
-        return self._qkv_kept[1], self._qkv_kept[2]
+                self._qkv_kept = self._joined_qkv()
+        return self._qkv_kept
 
     def forward(
         self,
