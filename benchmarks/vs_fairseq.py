@@ -47,6 +47,8 @@ hypothesis could still win, which with this penalty means to the length limit: ~
     python benchmarks/vs_fairseq.py --seeds 0 1 --threads 2 --record   # append to RESULTS.md
     python benchmarks/vs_fairseq.py --quick                # smoke test: 1 min each, 100 sentences
     python benchmarks/vs_fairseq.py --updates 800 --seeds 0 1 2 --threads 1   # quality per update
+        (every checkpoint scored; with 2+ seeds, also aiayn minus fairseq per seed, with the
+        mean's standard error: whether a difference is more than the draw of seeds)
     python benchmarks/vs_fairseq.py --updates 1200 --seeds 0 1 2 --threads 1 --resume  # go on
     python benchmarks/vs_fairseq.py --merge A.json B.json  # one table of several runs' seeds
     python benchmarks/vs_fairseq.py --updates 800 --seeds 0 1 --threads 1 --peer-average  # + fairseq averaged
@@ -63,6 +65,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
+import math
 import os
 import shlex
 import shutil
@@ -603,6 +606,27 @@ def updates_table(results: dict) -> str:
                 v = {k: statistics.mean(r[k] for r in rows) for k in ("bleu", "chrf", "ref_nll")}
                 lines[-1] += (f" {v['bleu']:.1f} / {v['chrf']:.1f} / {v['ref_nll']:.1f} | "
                               f"{a['bleu'] / v['bleu']:.2f}x / {a['chrf'] / v['chrf']:.2f}x |")
+    if len(seeds) > 1:
+        lines += ["", differences_table(results, steps)]
+    return "\n".join(lines)
+
+
+def differences_table(results: dict, steps: list[int]) -> str:
+    """Markdown: per checkpoint step, aiayn minus fairseq for each seed, then their mean and the
+    standard error of that mean (the seed spread: is a difference more than the draw of seeds?).
+    Reference NLL: lower is better, so a negative difference favours aiayn."""
+    seeds = list(results)
+    lines = [f"aiayn minus fairseq per seed ({', '.join(map(str, seeds))}): mean (standard error)",
+             "", "| updates | BLEU | chrF | ref. NLL (nats/sentence) |", "|---:|---|---|---|"]
+    for step in steps:
+        cells = []
+        for key in ("bleu", "chrf", "ref_nll"):
+            diff = [results[s]["aiayn"][step][key] - results[s]["fairseq"][step][key]
+                    for s in seeds]
+            error = statistics.stdev(diff) / math.sqrt(len(diff))
+            cells.append(", ".join(f"{d:+.2f}" for d in diff)
+                         + f": {statistics.mean(diff):+.2f} ({error:.2f})")
+        lines.append(f"| {step} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
