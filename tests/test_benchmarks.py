@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-BENCHMARKS = sorted((Path(__file__).resolve().parents[1] / "benchmarks").glob("*.py"))
+FOLDER = Path(__file__).resolve().parents[1] / "benchmarks"
+BENCHMARKS = sorted(FOLDER.glob("*.py"))
 
 
 def test_the_benchmarks_are_found():
@@ -28,7 +29,7 @@ def test_benchmark_loads_and_prints_its_help(path, monkeypatch, capsys):
 def test_vs_fairseq_reports_per_seed_differences_with_their_standard_error(monkeypatch):
     """--updates tables end with aiayn minus fairseq per seed, their mean and standard error."""
     monkeypatch.setattr(sys, "path", list(sys.path))
-    module = runpy.run_path(str(BENCHMARKS[0].parent / "vs_fairseq.py"), run_name="under_test")
+    module = runpy.run_path(str(FOLDER / "vs_fairseq.py"), run_name="under_test")
 
     def scores(bleu, chrf, nll):
         return {"bleu": bleu, "chrf": chrf, "ref_nll": nll, "hyp_words": 5.0}
