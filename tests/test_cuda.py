@@ -131,7 +131,7 @@ def test_kv_cache_equals_recompute_on_the_gpu():
 
 
 def _train(tmp_path, capsys, name, *argv, **train):
-    from test_cli_translation import write_config
+    from tests.builders import write_config
 
     (tmp_path / name).mkdir()
     config = write_config(tmp_path / name, device="cuda", eval_every=0, log_every=10, **train)

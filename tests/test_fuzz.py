@@ -66,7 +66,7 @@ BODIES = st.one_of(
 @pytest.fixture(scope="module")
 def explorer(tmp_path_factory):
     from aiayn.viz.server import create_app
-    from test_viz_attention import make_translation_folder
+    from tests.viz.test_attention import make_translation_folder
 
     return create_app(make_translation_folder(tmp_path_factory.mktemp("fz"))).test_client()
 

@@ -1,5 +1,6 @@
-"""The vectorised decode loop against a straightforward reference: one sentence at a time, no
-cache, Python lists. Beam 1..5, both length penalties, several random models; finished sentences
+"""Search: greedy and beam search on scripted fake models with exact expected tokens and scores,
+and the vectorised decode loop against a straightforward reference (one sentence at a time, no
+cache, Python lists): beam 1..5, both length penalties, several random models; finished sentences
 leaving the batch (and the cache) change nothing; typed GenerationConfig errors."""
 
 import math
@@ -19,8 +20,186 @@ from aiayn.generation.search import (
 )
 from aiayn.masks import padding_mask
 
-PAD, BOS, EOS = 0, 1, 2
+PAD, BOS, EOS, A, B = 0, 1, 2, 3, 4
 IDS = dict(bos_id=BOS, eos_id=EOS, pad_id=PAD)
+
+
+class ScriptedCache:
+    def __init__(self):
+        self.prefixes = None
+
+    def reorder(self, indices):
+        self.prefixes = [list(self.prefixes[i]) for i in indices.tolist()]
+
+
+class ScriptedModel:
+    """Next-token probabilities looked up from a table keyed by the prefix generated so far."""
+
+    def __init__(self, table, default):
+        self.table, self.default = table, default
+
+    def encode(self, src, src_mask):
+        return src.float()[..., None]
+
+    def new_cache(self):
+        return ScriptedCache()
+
+    def decode(self, tgt_new, memory, src_mask, cache):
+        if cache.prefixes is None:
+            cache.prefixes = [[] for _ in range(tgt_new.shape[0])]
+        rows = []
+        for prefix, tok in zip(cache.prefixes, tgt_new[:, -1].tolist(), strict=True):
+            if tok != BOS:
+                prefix.append(tok)
+            probs = dict(self.table.get(tuple(prefix), self.default))
+            rows.append([math.log(probs.get(t, 1e-12)) for t in range(5)])
+        return torch.tensor(rows)[:, None, :]
+
+
+TABLE = {
+    (): {A: 0.5, B: 0.4, EOS: 0.1},
+    (A,): {A: 0.4, B: 0.35, EOS: 0.25},
+    (B,): {EOS: 0.9, A: 0.05, B: 0.05},
+    (A, A): {EOS: 0.98, A: 0.01, B: 0.01},
+    (A, B): {EOS: 0.98, A: 0.01, B: 0.01},
+}
+DEFAULT = {EOS: 0.98, A: 0.01, B: 0.01}
+SRC = torch.tensor([[5, 6, 7]])
+
+
+def test_beam_search_finds_the_hypotheses_greedy_misses():
+    model = ScriptedModel(TABLE, DEFAULT)
+    assert greedy_search(model, SRC, **IDS) == [[A, A]]
+    hyps = beam_search_hypotheses(model, SRC, beam=2, alpha=0.6, **IDS)[0]
+    assert [h.tokens for h in hyps] == [[B], [A, A]]
+    lp_b = math.log(0.4) + math.log(0.9)
+    lp_aa = math.log(0.5) + math.log(0.4) + math.log(0.98)
+    assert hyps[0].logprob == pytest.approx(lp_b, abs=1e-5)
+    assert hyps[0].score == pytest.approx(lp_b / (7 / 6) ** 0.6, abs=1e-5)
+    assert hyps[1].score == pytest.approx(lp_aa / (8 / 6) ** 0.6, abs=1e-5)
+    assert beam_search(model, SRC, beam=2, **IDS) == [[B]]
+
+
+def test_length_penalty_formulas():
+    assert length_penalty(3, 0.6, "gnmt") == pytest.approx(((5 + 3) / 6) ** 0.6)
+    assert length_penalty(3, 1.0, "avg") == 3.0
+    assert length_penalty(7, 0.0, "gnmt") == 1.0
+    with pytest.raises(ValueError, match="length_penalty='x'"):
+        length_penalty(1, 0.6, "x")
+
+
+def test_length_penalty_can_prefer_longer_output():
+    # Raw log-probs favour [B] (0.4 * 0.9 > 0.5 * 0.6 * 0.98); with the "avg" penalty and
+    # alpha = 1 the mean log-prob per token of [A, A] + EOS is higher than that of [B] + EOS.
+    table = dict(TABLE)
+    table[(A,)] = {A: 0.6, B: 0.15, EOS: 0.25}
+    model = ScriptedModel(table, DEFAULT)
+    raw = beam_search_hypotheses(model, SRC, beam=2, alpha=0.0, **IDS)[0]
+    avg = beam_search_hypotheses(model, SRC, beam=2, alpha=1.0, length_penalty_kind="avg", **IDS)[0]
+    assert raw[0].tokens == [B] and avg[0].tokens == [A, A]
+
+
+def test_max_length_is_input_plus_extra():
+    never_ends = ScriptedModel({}, {A: 0.9, EOS: 1e-6, B: 0.1})
+    src = torch.tensor([[5, 6, 0, 0], [5, 6, 7, 8]])
+    assert [len(t) for t in greedy_search(never_ends, src, max_extra=3, **IDS)] == [5, 7]
+    assert [len(t) for t in beam_search(never_ends, src, beam=2, max_extra=3, **IDS)] == [5, 7]
+
+
+def test_padding_and_bos_are_never_emitted():
+    model = ScriptedModel({(): {PAD: 0.6, BOS: 0.3, A: 0.1}}, DEFAULT)
+    assert greedy_search(model, SRC, **IDS) == [[A]]
+    assert beam_search(model, SRC, beam=2, **IDS) == [[A]]
+
+
+def _random_model():
+    torch.manual_seed(0)
+    return Transformer(preset("tiny", vocab_size=40)).eval()
+
+
+def _sources():
+    torch.manual_seed(1)
+    src = torch.randint(4, 40, (5, 8))
+    src[1, 5:] = PAD
+    src[3, 2:] = PAD
+    return src
+
+
+def test_beam_size_one_equals_greedy():
+    model, src = _random_model(), _sources()
+    assert beam_search(model, src, beam=1, max_extra=6, **IDS) == greedy_search(model, src, max_extra=6, **IDS)
+
+
+class Uncached:
+    """The same model without a KV cache: every step recomputes the whole prefix."""
+
+    def __init__(self, model):
+        self.model = model
+
+    def encode(self, src, src_mask):
+        return self.model.encode(src, src_mask)
+
+    def new_cache(self):
+        return ScriptedCache()
+
+    def decode(self, tgt_new, memory, src_mask, cache):
+        if cache.prefixes is None:
+            cache.prefixes = [[] for _ in range(tgt_new.shape[0])]
+        for prefix, tok in zip(cache.prefixes, tgt_new[:, -1].tolist(), strict=True):
+            prefix.append(tok)
+        return self.model.decode(torch.tensor(cache.prefixes), memory, src_mask)[:, -1:]
+
+
+@pytest.mark.parametrize("beam", [1, 3])
+def test_cache_on_equals_cache_off(beam):
+    model, src = _random_model(), _sources()
+    cached = beam_search_hypotheses(model, src, beam=beam, max_extra=6, **IDS)
+    uncached = beam_search_hypotheses(Uncached(model), src, beam=beam, max_extra=6, **IDS)
+    for c, u in zip(cached, uncached, strict=True):
+        assert [h.tokens for h in c] == [h.tokens for h in u]
+        assert [h.score for h in c] == pytest.approx([h.score for h in u], abs=1e-4)
+
+
+@pytest.mark.parametrize("beam", [1, 4])
+def test_batch_equals_each_sentence_alone(beam):
+    model, src = _random_model(), _sources()
+    batched = beam_search(model, src, beam=beam, max_extra=6, **IDS)
+    alone = [beam_search(model, row[row != PAD][None], beam=beam, max_extra=6, **IDS)[0] for row in src]
+    assert batched == alone
+
+
+def test_a_decoding_loop_keeps_the_joined_qkv_weights_and_drops_them_after():
+    """The loop runs in the model's decoding() context, found through a wrapper's .model too:
+    the decoder's self-attention layers keep one joined q/k/v copy for every step (the encoder
+    runs before the loop), and no copy outlives the loop (a later optimizer step cannot leave
+    one stale)."""
+    from aiayn.nn import MultiHeadAttention
+
+    model, src = _random_model(), _sources()
+    layers = [m for m in model.modules() if isinstance(m, MultiHeadAttention)]
+    kept_per_step = []
+
+    class Wrapper:
+        def __init__(self, inner):
+            self.model = inner
+
+        def encode(self, src, src_mask):
+            return self.model.encode(src, src_mask)
+
+        def new_cache(self):
+            return self.model.new_cache()
+
+        def decode(self, tgt_new, memory, src_mask, cache):
+            logits = self.model.decode(tgt_new, memory, src_mask, cache)
+            kept_per_step.append(sum(m._qkv_kept is not None for m in layers))
+            return logits
+
+    out = greedy_search(Wrapper(model), src, max_extra=6, **IDS)
+    assert out == greedy_search(model, src, max_extra=6, **IDS)
+    assert len(kept_per_step) > 1 and set(kept_per_step) == {model.config.n_decoder_layers}
+    assert all(m._qkv_kept is None and m._keeping == 0 for m in layers)
+
+
 V = 40
 
 
@@ -51,7 +230,7 @@ def _model(seed, bias=None):
     return EosBias(Transformer(preset("tiny", vocab_size=V)).double().eval(), bias)
 
 
-def _sources(seed, b=6, s=7):
+def _ragged_sources(seed, b=6, s=7):
     g = torch.Generator().manual_seed(100 + seed)
     src = torch.randint(4, V, (b, s), generator=g)
     lengths = torch.randint(1, s + 1, (b,), generator=g)
@@ -128,7 +307,7 @@ def reference_greedy(model, src_row, max_extra, min_length=0, no_repeat=0):
 @pytest.mark.parametrize("kind, alpha", [("gnmt", 0.6), ("avg", 1.0)])
 @pytest.mark.parametrize("stopping", ["exact", "first_k", "current_length"])
 def test_beam_search_equals_reference_loop(seed, beam, kind, alpha, stopping):
-    model, src = _model(seed), _sources(seed)
+    model, src = _model(seed), _ragged_sources(seed)
     hyps = beam_search_hypotheses(model, src, beam=beam, alpha=alpha, length_penalty_kind=kind,
                                   max_extra=5, early_stopping=stopping, **IDS)
     for row, got in zip(src, hyps, strict=True):
@@ -140,7 +319,7 @@ def test_beam_search_equals_reference_loop(seed, beam, kind, alpha, stopping):
 
 @pytest.mark.parametrize("seed", [0, 1, 2, 3])
 def test_greedy_equals_reference_loop_and_beam_one(seed):
-    model, src = _model(seed), _sources(seed)
+    model, src = _model(seed), _ragged_sources(seed)
     greedy = greedy_search(model, src, max_extra=5, **IDS)
     assert greedy == [reference_greedy(model, row, 5) for row in src]
     assert beam_search(model, src, beam=1, max_extra=5, **IDS) == greedy
@@ -148,7 +327,7 @@ def test_greedy_equals_reference_loop_and_beam_one(seed):
 
 @pytest.mark.parametrize("beam", [1, 4])
 def test_finished_sentences_leave_the_batch_without_changing_results(beam):
-    model, src = _model(0, bias=3.0), _sources(0, b=8)
+    model, src = _model(0, bias=3.0), _ragged_sources(0, b=8)
     batched = beam_search_hypotheses(model, src, beam=beam, max_extra=6, **IDS)
     rows = model.rows
     # The first step runs one row per sentence (its beams are alike), then K per sentence ...
@@ -162,7 +341,7 @@ def test_finished_sentences_leave_the_batch_without_changing_results(beam):
 
 
 def test_greedy_rows_leave_the_batch():
-    model, src = _model(1, bias=2.0), _sources(1, b=8)
+    model, src = _model(1, bias=2.0), _ragged_sources(1, b=8)
     out = greedy_search(model, src, max_extra=6, **IDS)
     # the premise: this random model's sentences end at several different steps
     assert len({len(o) for o in out}) >= 4, [len(o) for o in out]
@@ -172,7 +351,7 @@ def test_greedy_rows_leave_the_batch():
 
 
 def test_min_length_bans_eos_until_then():
-    model, src = _model(2, bias=6.0), _sources(2)  # EOS nearly always first
+    model, src = _model(2, bias=6.0), _ragged_sources(2)  # EOS nearly always first
     assert all(t == [] for t in greedy_search(model, src, max_extra=5, **IDS))
     config = GenerationConfig(min_length=3, max_extra=5, **IDS)
     out = search(model, src, config)
@@ -189,7 +368,7 @@ def test_min_length_bans_eos_until_then():
 def test_no_repeat_ngram_size_equals_reference_loop(n, beam):
     """fairseq's/HF's no_repeat_ngram_size: the vectorised ban against a per-hypothesis Python
     check; the premise (this model repeats n-grams without the ban) is asserted first."""
-    model, src = _model(0, bias=-3.0), _sources(0)  # long outputs: room to repeat
+    model, src = _model(0, bias=-3.0), _ragged_sources(0)  # long outputs: room to repeat
     config = GenerationConfig(beam=beam, max_extra=12, early_stopping="first_k", **IDS)
     free = search(model, src, config)
     assert any(repeats(o[:i], o[i], n) for o in free for i in range(len(o))), free
@@ -211,21 +390,21 @@ def test_no_repeat_ngram_size_equals_reference_loop(n, beam):
 def test_a_decoder_started_from_eos_can_still_end_with_it():
     """fairseq's models start the decoder with </s> (BOS = EOS): that token stays a possible
     output (only padding and a separate BOS are banned), so sentences end as they should."""
-    model, src = _model(2, bias=6.0), _sources(2)  # EOS nearly always first
+    model, src = _model(2, bias=6.0), _ragged_sources(2)  # EOS nearly always first
     for beam in (1, 3):
         config = GenerationConfig(beam=beam, max_extra=5, **{**IDS, "bos_id": IDS["eos_id"]})
         assert all(t == [] for t in search(model, src, config))
 
 
 def test_max_new_tokens_caps_every_row():
-    model, src = _model(0, bias=-50.0), _sources(0)  # EOS never wins: rows run to their limit
+    model, src = _model(0, bias=-50.0), _ragged_sources(0)  # EOS never wins: rows run to their limit
     config = GenerationConfig(max_new_tokens=4, **IDS)
     assert [len(t) for t in search(model, src, config)] == [4] * len(src)
     assert [len(t) for t in search(model, src, config.replace(beam=3))] == [4] * len(src)
 
 
 def test_sampling_is_seeded_and_top_k_one_is_greedy():
-    model, src = _model(3), _sources(3)
+    model, src = _model(3), _ragged_sources(3)
     config = GenerationConfig(temperature=1.0, seed=7, max_extra=5, **IDS)
     a, b = search(model, src, config), search(model, src, config)
     c = search(model, src, config.replace(seed=8))
@@ -243,7 +422,6 @@ def test_early_stop_bounds_live_hypotheses_by_the_largest_penalty():
     table = {(): {EOS: 0.7, a: 0.25, 4: 0.05}}
     table.update({(a,) * n: {a: 0.99, EOS: 0.005, 4: 0.005} for n in range(1, 10)})
     table[(a,) * 10] = {EOS: 0.99, a: 0.005, 4: 0.005}
-    from test_search import ScriptedModel  # the lead's scripted fake model
 
     model = ScriptedModel(table, {EOS: 0.98, a: 0.01, 4: 0.01})
     src = torch.tensor([[5, 6, 7]])
@@ -281,7 +459,7 @@ def test_config_errors_name_the_python_parameter(kwargs, message):
 
 
 def test_search_functions_raise_value_errors_not_index_errors():
-    model, src = _model(0), _sources(0)
+    model, src = _model(0), _ragged_sources(0)
     with pytest.raises(ValueError, match="beam=0: must be a positive integer"):
         beam_search(model, src, beam=0, **IDS)
     with pytest.raises(ValueError, match="length_penalty='x'"):

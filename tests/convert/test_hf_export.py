@@ -9,8 +9,8 @@ import torch
 import aiayn
 from aiayn.cli import main
 from aiayn.generation.lm import generate
-from test_cli_translation import write_config
-from test_lm_cli import _train
+from tests.builders import write_config
+from tests.cli.test_lm import _train
 
 transformers = pytest.importorskip("transformers")
 
@@ -73,7 +73,7 @@ def test_a_language_model_gpt2_cannot_express_is_refused_naming_the_option(tmp_p
 @pytest.fixture(scope="module")
 def classifier_folder(tmp_path_factory):
     """A classifier fine-tuned after a few masked-LM steps (out/pretrain holds the MLM model)."""
-    from test_encoder_cli import _examples, _write_tsv
+    from tests.cli.test_encoder import _examples, _write_tsv
 
     tmp = tmp_path_factory.mktemp("export_enc")
     train = _write_tsv(tmp / "train.tsv", _examples(80, 0))
@@ -114,7 +114,7 @@ def test_exported_masked_lm_is_a_bert_for_masked_lm_that_knows_its_mask(classifi
 
 
 def test_an_encoder_bert_cannot_express_is_refused_naming_the_option(tmp_path, capsys):
-    from test_encoder_cli import _examples, _write_tsv
+    from tests.cli.test_encoder import _examples, _write_tsv
 
     train = _write_tsv(tmp_path / "train.tsv", _examples(60, 0))
     assert main(["classify", "train", "tiny", "model.d_model=32", "model.d_ff=64",
@@ -170,7 +170,7 @@ def test_exported_translator_is_a_marian_with_the_same_logits_and_translations(
     """Marian orders its sinusoids differently (all sines, then all cosines); the export
     renumbers the model's dimensions to match, so the numbers are the same."""
     from aiayn.tasks.translation import decode_ids
-    from test_translator import digit_pairs
+    from tests.builders import digit_pairs
 
     out = tmp_path / "hf"
     hf, hf_tok = exported(translation_folder, out, "AutoModelForSeq2SeqLM", "MarianMTModel")

@@ -14,7 +14,7 @@ import torch
 from safetensors.torch import load_file
 
 from aiayn.cli import main
-from test_cli_translation import write_config
+from tests.builders import write_config
 
 pytestmark = pytest.mark.slow
 
@@ -90,7 +90,7 @@ def test_language_model_two_processes_with_accum_2_equal_one_with_accum_4(tmp_pa
 def test_classifier_with_parameters_the_loss_never_uses_trains_under_torchrun(tmp_path):
     """Fine-tuning leaves the masked-LM head without gradients: DDP is told so (found on the
     first batch), and the run matches one process summing the same batches."""
-    from test_encoder_cli import _examples, _write_tsv
+    from tests.cli.test_encoder import _examples, _write_tsv
 
     train = _write_tsv(tmp_path / "train.tsv", _examples(200, 0))
     common = ["classify", "train", "tiny", "model.d_model=32", "model.d_ff=64",

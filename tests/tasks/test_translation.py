@@ -1,7 +1,6 @@
 """The Translator (aiayn.load(DIR).translate) on a small model trained here by train_translation."""
 
 import os
-import random
 import signal
 import subprocess
 import sys
@@ -12,27 +11,12 @@ import pytest
 import torch
 
 import aiayn
+from aiayn.cli import main
 from aiayn.data.batching import pad_ids
 from aiayn.errors import UserError
 from aiayn.generation.search import greedy_search
 from aiayn.tasks.translation import Translator, decode_ids, experiment, train_translation
-
-WORDS = ["null", "eins", "zwei", "drei", "vier", "fünf", "sechs", "sieben", "acht", "neun"]
-
-
-def digit_pairs(n, seed):
-    """'3 1 4' -> 'drei eins vier': a word-for-word task a tiny model learns in seconds."""
-    rng = random.Random(seed)
-    pairs = []
-    for _ in range(n):
-        digits = [rng.randrange(10) for _ in range(rng.randint(1, 6))]
-        pairs.append((" ".join(map(str, digits)), " ".join(WORDS[d] for d in digits)))
-    return pairs
-
-
-def write_pairs(pairs, src, tgt):
-    src.write_text("".join(s + "\n" for s, _ in pairs), encoding="utf-8")
-    tgt.write_text("".join(t + "\n" for _, t in pairs), encoding="utf-8")
+from tests.builders import WORDS, digit_pairs, write_config, write_pairs
 
 
 def tiny_experiment(tmp, steps=500, **train):
@@ -141,7 +125,7 @@ def test_beam_search_does_not_stop_while_a_live_hypothesis_can_win():
     # Unlikely beams ("B", then EOS at 0.9) end early and fill the finished list, while the
     # likely hypothesis A A A A is still growing; stopping at `beam` finished ones returned junk
     # (85.6% instead of 99.9% test exact match on the demo model).
-    from test_search import BOS, EOS, PAD, ScriptedModel, A, B  # noqa: I001  (the lead's fake model)
+    from tests.generation.test_search import BOS, EOS, PAD, ScriptedModel, A, B  # noqa: I001  (the lead's fake model)
 
     grow = {A: 0.9, B: 0.05, EOS: 0.05}
     table = {(): grow, (A,): grow, (A, A): grow, (A, A, A): grow,
@@ -284,3 +268,14 @@ def test_map_batches_keeps_order_and_reports_a_failing_worker():
         check_workers(0, "cpu")
     with pytest.raises(ConfigError, match="for the CPU"):
         check_workers(2, "cuda")
+
+
+def test_translator_save_writes_a_folder_that_loads_and_translates_the_same(tmp_path):
+    import aiayn
+
+    assert main(["train", str(write_config(tmp_path, max_steps=30))]) == 0
+    mt = aiayn.load(tmp_path / "model")
+    copy = mt.save(tmp_path / "copy")
+    again = aiayn.load(copy)
+    assert again.translate(["12 34", "5"], beam=2) == mt.translate(["12 34", "5"], beam=2)
+

@@ -9,7 +9,7 @@ from aiayn.cli import main
 from aiayn.config import VIT_PRESETS
 from aiayn.tasks.image_classification import VIT_TRAIN_DEFAULTS
 
-CONFIG = Path(__file__).resolve().parents[1] / "src" / "aiayn" / "configs" / "vit-digits.yaml"
+CONFIG = Path(__file__).resolve().parents[2] / "src" / "aiayn" / "configs" / "vit-digits.yaml"
 
 
 def test_config_file_is_the_default_recipe():

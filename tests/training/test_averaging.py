@@ -7,7 +7,7 @@ from safetensors.torch import load_file
 from aiayn.training.averaging import WeightAverage, gamma_for, width_of
 from aiayn.training.checkpoint import load_train_state
 from aiayn.training.trainer import Trainer
-from test_training_trainer import copy_stream, loss_fn, quiet, random_sequences, tiny_model
+from tests.training.test_trainer import copy_stream, loss_fn, quiet, random_sequences, tiny_model
 
 
 def test_width_gives_the_published_exponents():

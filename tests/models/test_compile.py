@@ -11,7 +11,7 @@ from aiayn.cli import main
 from aiayn.config import DecoderLMConfig, EncoderConfig, ViTConfig
 from aiayn.models.encoder import EncoderModel
 from aiayn.models.vit import VisionTransformer
-from test_cli_translation import write_config
+from tests.builders import write_config
 
 pytestmark = pytest.mark.slow
 

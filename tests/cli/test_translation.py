@@ -13,33 +13,12 @@ import pytest
 import yaml
 
 from aiayn.cli import main
-from test_translator import digit_pairs, write_pairs
-
-
-def run(capsys, *argv):
-    code = main(list(map(str, argv)))
-    out, err = capsys.readouterr()
-    return code, out, err
+from tests.builders import run, write_config
 
 
 def folder_digest(folder):
     return {p.relative_to(folder).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
             for p in sorted(folder.rglob("*")) if p.is_file()}
-
-
-def write_config(tmp, name="exp.yaml", **train):
-    write_pairs(digit_pairs(300, 1), tmp / "train.src", tmp / "train.tgt")
-    write_pairs(digit_pairs(8, 2), tmp / "valid.src", tmp / "valid.tgt")
-    config = {"out": str(tmp / "model"),
-              "model": {"preset": "tiny", "d_model": 16, "d_ff": 32},
-              "data": {"train_src": str(tmp / "train.src"), "train_tgt": str(tmp / "train.tgt"),
-                       "valid_src": str(tmp / "valid.src"), "valid_tgt": str(tmp / "valid.tgt"),
-                       "vocab_size": 120, "valid_pairs": 8},
-              "train": {"max_steps": 20, "max_tokens": 400, "lr": 3e-3, "warmup_steps": 5,
-                        "eval_every": 0, "save_every": 10, "log_every": 5, "tensorboard": False,
-                        "progress": False, "threads": 1, **train}}
-    (tmp / name).write_text(yaml.safe_dump(config), encoding="utf-8")
-    return tmp / name
 
 
 @pytest.fixture(scope="module")

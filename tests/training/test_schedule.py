@@ -1,17 +1,13 @@
 """The nanoGPT-level recipe knobs: a floor for the cosine, a time budget that stretches it,
 which parameters decay, sampling defaults; Translator.save; the NLL in the curves figure."""
 
-import math
 
 import pytest
 
 from aiayn import Transformer, preset
-from aiayn.cli import build_parser, main
 from aiayn.config import TrainConfig
 from aiayn.errors import ConfigError
 from aiayn.training.schedule import learning_rate, make_optimizer
-from aiayn.viz.curves import plot_curves
-from test_cli_translation import write_config
 
 
 def cosine(**kw):
@@ -62,45 +58,12 @@ def test_weight_decay_reaches_the_embeddings_only_when_asked():
     assert all(p.dim() >= 2 for p in with_embeddings)  # never biases or LayerNorm gains
 
 
-def test_generate_samples_like_nanogpt_by_default():
-    args = build_parser().parse_args(["generate", "--model", "m"])
-    assert (args.temperature, args.top_k) == (0.8, 200)
 
 
-def test_translator_save_writes_a_folder_that_loads_and_translates_the_same(tmp_path):
-    import aiayn
-
-    assert main(["train", str(write_config(tmp_path, max_steps=30))]) == 0
-    mt = aiayn.load(tmp_path / "model")
-    copy = mt.save(tmp_path / "copy")
-    again = aiayn.load(copy)
-    assert again.translate(["12 34", "5"], beam=2) == mt.translate(["12 34", "5"], beam=2)
 
 
-def test_the_curves_figure_shows_the_nll_beside_the_smoothed_loss():
-    rows = [{"step": s, "loss": 3.0 - s / 100, "nll": 2.5 - s / 50, "lr": 1e-3} for s in range(1, 50)]
-    rows.append({"step": 49, "valid_loss": 2.7, "valid_nll": 2.2})
-    fig = plot_curves(rows)
-    loss_axis = next(ax for ax in fig.axes if ax.get_label() == "loss")
-    labels = {line.get_label() for line in loss_axis.get_lines()}
-    assert {"loss", "nll", "valid_loss", "valid_nll"} <= labels
-    assert not math.isnan(loss_axis.get_lines()[1].get_ydata()[0])
 
 
-def test_tensorboard_scalars_are_grouped_into_train_and_valid(tmp_path):
-    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
-
-    from aiayn.training.metrics import MetricsLog
-
-    log = MetricsLog(tmp_path, tensorboard=True)
-    log.log(5, {"loss": 2.0, "lr": 1e-3, "nll": 1.5})
-    log.log(5, {"valid_loss": 2.5, "valid_bleu": 12.0})
-    log.close()
-    events = EventAccumulator(str(tmp_path / "tb"))
-    events.Reload()
-    tags = set(events.Tags()["scalars"])
-    assert tags == {"train/loss", "train/lr", "train/nll", "valid/loss", "valid/bleu"}
-    assert events.Scalars("valid/bleu")[0].value == 12.0
 
 
 def test_the_optimizer_is_fused_for_a_gpu_and_the_default_kernel_on_the_cpu():

@@ -4,6 +4,7 @@ own numbers (aiayn.nn.positions, aiayn.masks, the metrics log); the `aiayn viz` 
 from __future__ import annotations
 
 import json
+import math
 
 import numpy as np
 import pytest
@@ -120,3 +121,14 @@ def test_long_token_axes_stay_readable(n):
         assert [t.get_text() for t in ticks] == labels
         boxes = [t.get_window_extent() for t in ticks]
         assert not any(a.overlaps(b) for a, b in zip(boxes, boxes[1:], strict=False))
+
+
+def test_the_curves_figure_shows_the_nll_beside_the_smoothed_loss():
+    rows = [{"step": s, "loss": 3.0 - s / 100, "nll": 2.5 - s / 50, "lr": 1e-3} for s in range(1, 50)]
+    rows.append({"step": 49, "valid_loss": 2.7, "valid_nll": 2.2})
+    fig = plot_curves(rows)
+    loss_axis = next(ax for ax in fig.axes if ax.get_label() == "loss")
+    labels = {line.get_label() for line in loss_axis.get_lines()}
+    assert {"loss", "nll", "valid_loss", "valid_nll"} <= labels
+    assert not math.isnan(loss_axis.get_lines()[1].get_ydata()[0])
+

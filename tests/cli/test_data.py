@@ -5,7 +5,7 @@ import subprocess
 import sys
 
 from aiayn.cli import main
-from test_data_corpora import write_mo
+from tests.data.test_corpora import write_mo
 
 
 def test_data_dates_numbers(tmp_path, capsys):

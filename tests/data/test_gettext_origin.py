@@ -7,7 +7,7 @@ import pytest
 from aiayn.data.gettext_origin import gettext_origin, label_names
 from aiayn.errors import ConfigError, UserError
 from aiayn.tasks.text_classification import ClassifyDataConfig, load_examples
-from test_data_corpora import write_mo  # the .mo writer of the gettext corpus tests
+from tests.data.test_corpora import write_mo  # the .mo writer of the gettext corpus tests
 
 
 @pytest.fixture

@@ -14,8 +14,8 @@ import pytest
 
 from aiayn.viz.inspect import Inspector
 from aiayn.viz.server import create_app
-from test_serve_api import serving
-from test_viz_attention import make_translation_folder
+from tests.viz.test_attention import make_translation_folder
+from tests.viz.test_server import serving
 
 pytestmark = pytest.mark.slow
 CHROME_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",

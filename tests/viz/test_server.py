@@ -15,7 +15,7 @@ import pytest
 
 from aiayn.viz.inspect import Inspector
 from aiayn.viz.server import MAX_BODY_BYTES, create_app, make_server
-from test_viz_attention import make_lm_folder, make_translation_folder, make_vit_folder
+from tests.viz.test_attention import make_lm_folder, make_translation_folder, make_vit_folder
 
 
 @pytest.fixture(scope="module")

@@ -7,7 +7,7 @@ import torch
 from safetensors.torch import load_file
 
 import aiayn
-from aiayn.cli import main
+from aiayn.cli import build_parser, main
 from aiayn.tasks.language_model import LanguageModel
 
 FOX = "the quick brown fox jumps over the lazy dog\n"
@@ -171,3 +171,9 @@ def test_overrides_may_follow_the_text_files(tmp_path, capsys):
                  "train.progress=false", "train.tensorboard=false",
                  "--out", str(tmp_path / "m")]) == 0
     assert "trained 2 steps" in capsys.readouterr().out
+
+
+def test_generate_samples_like_nanogpt_by_default():
+    args = build_parser().parse_args(["generate", "--model", "m"])
+    assert (args.temperature, args.top_k) == (0.8, 200)
+
