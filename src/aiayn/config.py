@@ -11,7 +11,7 @@ import difflib
 import json
 import math
 import typing
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -110,17 +110,24 @@ class Config:
 class BlockConfig(Config):
     """What one attention + feed-forward block needs; every model family's config extends it."""
 
-    d_model: int = 512  # width of every token vector (the residual stream); §3.1: 512
-    n_heads: int = 8  # attention heads; d_model must divide by it (§3.2.2: h = 8)
-    d_ff: int = 2048  # inner width of the position-wise feed-forward network (§3.3: 2048)
-    dropout: float = 0.1  # §5.4 residual dropout, also on embedding + position sums
+    d_model: int = field(default=512, metadata={
+        "help": "width of every token vector (the residual stream); §3.1: 512"})
+    n_heads: int = field(default=8, metadata={
+        "help": "attention heads; d_model must divide by it (§3.2.2: h = 8)"})
+    d_ff: int = field(default=2048, metadata={
+        "help": "inner width of the position-wise feed-forward network (§3.3: 2048)"})
+    dropout: float = field(default=0.1, metadata={
+        "help": "§5.4 residual dropout, also on embedding + position sums"})
     # Not in the paper (tensor2tensor's base config has 0): dropout on attention probabilities.
     # It also forces PyTorch's slow math SDPA kernel, so it is off by default.
-    attn_dropout: float = 0.0  # dropout on attention probabilities (see above)
-    activation: str = "relu"  # §3.3: max(0, xW1 + b1)W2 + b2
-    norm_first: bool = False  # §3.1 post-norm: LayerNorm(x + Sublayer(x)); True = pre-norm
-    bias: bool = True  # biases in the projections and feed-forward layers
-    layer_norm_eps: float = 1e-5  # LayerNorm's epsilon
+    attn_dropout: float = field(default=0.0, metadata={
+        "help": "dropout on attention probabilities"})
+    activation: str = field(default="relu", metadata={"help": "§3.3: max(0, xW1 + b1)W2 + b2"})
+    norm_first: bool = field(default=False, metadata={
+        "help": "§3.1 post-norm: LayerNorm(x + Sublayer(x)); True = pre-norm"})
+    bias: bool = field(default=True, metadata={
+        "help": "biases in the projections and feed-forward layers"})
+    layer_norm_eps: float = field(default=1e-5, metadata={"help": "LayerNorm's epsilon"})
 
     def __post_init__(self) -> None:
         self._check_types()
@@ -158,22 +165,33 @@ def _isinstance(value: Any, hint: Any) -> bool:
 class TransformerConfig(BlockConfig):
     """The encoder-decoder of §3. Defaults are the paper's base model (Table 3, first row)."""
 
-    vocab_size: int = 37000  # §5.1: shared source-target BPE vocabulary of ~37k tokens
-    tgt_vocab_size: int | None = None  # None: one joint vocabulary for source and target
-    n_layers: int = 6  # §3.1: N = 6 for both stacks unless the two counts below are set
-    n_encoder_layers: int | None = None  # encoder layers (None: n_layers)
-    n_decoder_layers: int | None = None  # decoder layers (None: n_layers)
-    max_len: int = 1024  # most tokens a sentence may have (positions); longer inputs are cut
-    positions: str = "sinusoidal"  # §3.5; "learned" is Table 3 row (E); "none" adds nothing
+    vocab_size: int = field(default=37000, metadata={
+        "help": "§5.1: shared source-target BPE vocabulary of ~37k tokens"})
+    tgt_vocab_size: int | None = field(default=None, metadata={
+        "help": "None: one joint vocabulary for source and target"})
+    n_layers: int = field(default=6, metadata={
+        "help": "§3.1: N = 6 for both stacks unless the two counts below are set"})
+    n_encoder_layers: int | None = field(default=None, metadata={
+        "help": "encoder layers (None: n_layers)"})
+    n_decoder_layers: int | None = field(default=None, metadata={
+        "help": "decoder layers (None: n_layers)"})
+    max_len: int = field(default=1024, metadata={
+        "help": "most tokens a sentence may have (positions); longer inputs are cut"})
+    positions: str = field(default="sinusoidal", metadata={
+        "help": '§3.5; "learned" is Table 3 row (E); "none" adds nothing'})
     # §3.4: share source/target embeddings and the pre-softmax projection. None = on when the
     # vocabulary is joint; a separate target vocabulary shares only target emb. <-> projection.
-    share_embeddings: bool | None = None  # §3.4 tying (see above); None: on for a joint vocabulary
-    scale_embeddings: bool = True  # §3.4: embeddings are multiplied by sqrt(d_model)
+    share_embeddings: bool | None = field(default=None, metadata={
+        "help": "§3.4 weight tying (embeddings, pre-softmax); None: on for a joint vocabulary"})
+    scale_embeddings: bool = field(default=True, metadata={
+        "help": "§3.4: embeddings are multiplied by sqrt(d_model)"})
     # A LayerNorm after the last layer of each stack. The paper's post-norm has none (each layer
     # already ends in one); pre-norm needs it. None = follow norm_first. torch.nn.Transformer
     # always has one, so parity with it sets True.
-    final_norm: bool | None = None  # LayerNorm after each stack's last layer; None: follow norm_first
-    pad_id: int = 0
+    final_norm: bool | None = field(default=None, metadata={
+        "help": "LayerNorm after each stack's last layer; None: follow norm_first"})
+    pad_id: int = field(default=0, metadata={
+        "help": "the padding token's id: masked out of attention and the loss"})
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -227,52 +245,71 @@ class TrainConfig(Config):
     # the peak (reached at step = warmup_steps) and rescales the shape; `lr_scale` multiplies it.
     # "constant": linear warmup to `lr`, then flat. "cosine": linear warmup, cosine decay to 0 at
     # max_steps. Both need `lr`.
-    lr_schedule: str = "noam"  # noam (§5.3) | constant | cosine
-    lr: float | None = None  # peak learning rate (noam: None = d_model^-0.5 warmup^-0.5)
-    lr_scale: float = 1.0  # multiplies the whole schedule
+    lr_schedule: str = field(default="noam", metadata={"help": "noam (§5.3) | constant | cosine"})
+    lr: float | None = field(default=None, metadata={
+        "help": "peak learning rate (noam: None = d_model^-0.5 warmup^-0.5)"})
+    lr_scale: float = field(default=1.0, metadata={"help": "multiplies the whole schedule"})
     # "cosine" ends at min_lr (nanoGPT uses lr / 10). With max_minutes, the cosine runs on
     # whichever is further along, steps or time, so a time budget ends at min_lr, not mid-decay.
-    min_lr: float = 0.0  # floor of the cosine decay
-    warmup_steps: int = 4000  # §5.3: warmup_steps = 4000
-    adam_beta1: float = 0.9  # §5.3: Adam with beta1 = 0.9, beta2 = 0.98, eps = 1e-9
-    adam_beta2: float = 0.98  # §5.3
-    adam_eps: float = 1e-9  # §5.3
-    weight_decay: float = 0.0  # not in the paper; AdamW-style decoupled decay when > 0
+    min_lr: float = field(default=0.0, metadata={"help": "floor of the cosine decay"})
+    warmup_steps: int = field(default=4000, metadata={"help": "§5.3: warmup_steps = 4000"})
+    adam_beta1: float = field(default=0.9, metadata={
+        "help": "§5.3: Adam with beta1 = 0.9, beta2 = 0.98, eps = 1e-9"})
+    adam_beta2: float = field(default=0.98, metadata={"help": "§5.3"})
+    adam_eps: float = field(default=1e-9, metadata={"help": "§5.3"})
+    weight_decay: float = field(default=0.0, metadata={
+        "help": "not in the paper; AdamW-style decoupled decay when > 0"})
     # Which parameters decay: matrices always, biases and LayerNorm gains never; embeddings
     # only with this set (nanoGPT decays every matrix, embeddings included).
-    decay_embeddings: bool = False  # weight_decay on the embeddings too (as nanoGPT)
-    max_steps: int = 100_000  # §5.2: base model trained for 100k steps
-    max_minutes: float | None = None  # wall-clock budget for the whole run (resumes included)
-    max_tokens: int = 25_000  # tokens per batch (translation: source + target, §5.1 ~25k each; LM: context tokens)
-    accum_steps: int = 1  # batches summed into one update
-    clip_norm: float | None = None  # not in the paper; gradient norm clipping when set
-    label_smoothing: float = 0.1  # §5.4: eps_ls = 0.1
-    seed: int = 0  # initialisation, shuffling, dropout
-    deterministic: bool = False  # torch.use_deterministic_algorithms: bitwise-reproducible runs
-    threads: int | None = None  # torch.set_num_threads; None leaves torch's default
+    decay_embeddings: bool = field(default=False, metadata={
+        "help": "weight_decay on the embeddings too (as nanoGPT)"})
+    max_steps: int = field(default=100_000, metadata={
+        "help": "§5.2: base model trained for 100k steps"})
+    max_minutes: float | None = field(default=None, metadata={
+        "help": "wall-clock budget for the whole run (resumes included)"})
+    max_tokens: int = field(default=25_000, metadata={
+        "help": "tokens per batch (translation: source + target, §5.1 ~25k each; LM: context)"})
+    accum_steps: int = field(default=1, metadata={"help": "batches summed into one update"})
+    clip_norm: float | None = field(default=None, metadata={
+        "help": "not in the paper; gradient norm clipping when set"})
+    label_smoothing: float = field(default=0.1, metadata={"help": "§5.4: eps_ls = 0.1"})
+    seed: int = field(default=0, metadata={"help": "initialisation, shuffling, dropout"})
+    deterministic: bool = field(default=False, metadata={
+        "help": "torch.use_deterministic_algorithms: bitwise-reproducible runs"})
+    threads: int | None = field(default=None, metadata={
+        "help": "torch.set_num_threads; None leaves torch's default"})
     # Mixed precision (not in the paper, which trained in fp32): autocast to bf16 or fp16 for the
     # matmuls; the loss and softmax stay fp32; fp16 adds loss scaling (GradScaler). "auto": bf16
     # on GPUs that compute it and on CPUs with AVX512-BF16 or AMX, else fp32 (resolve_precision).
-    precision: str = "auto"  # auto | fp32 | bf16 | fp16 (autocast; fp16 with loss scaling)
-    device: str = "auto"  # auto (CUDA when present, else MPS, else CPU), cpu, cuda, cuda:N, mps
-    compile: bool = False  # torch.compile the model (in place) for training; slower to start
-    log_every: int = 50  # steps between training-loss lines (metrics.jsonl, console)
-    eval_every: int = 1000  # 0: only at the end
-    save_every: int = 1000  # 0: only at the end (and on Ctrl-C)
-    keep_last_n: int = 5  # numbered checkpoints kept for averaging (§6.1 averages the last 5)
+    precision: str = field(default="auto", metadata={
+        "help": "auto | fp32 | bf16 | fp16 (autocast; fp16 with loss scaling)"})
+    device: str = field(default="auto", metadata={
+        "help": "auto (CUDA when present, else MPS, else CPU), cpu, cuda, cuda:N, mps"})
+    compile: bool = field(default=False, metadata={
+        "help": "torch.compile the model (in place) for training; slower to start"})
+    log_every: int = field(default=50, metadata={
+        "help": "steps between training-loss lines (metrics.jsonl, console)"})
+    eval_every: int = field(default=1000, metadata={"help": "0: only at the end"})
+    save_every: int = field(default=1000, metadata={"help": "0: only at the end (and on Ctrl-C)"})
+    keep_last_n: int = field(default=5, metadata={
+        "help": "numbered checkpoints kept for averaging (§6.1 averages the last 5)"})
     # With max_minutes, the last min(keep_last_n, 5) checkpoints are also written this fraction of
     # the budget apart before its end, ready for `aiayn average` (§6.1: the last 5, written at
     # 10-minute intervals of a 12-hour run, 1.4%); 0 = only save_every.
-    final_checkpoint_spacing: float = 0.014  # fraction of max_minutes between the last checkpoints
+    final_checkpoint_spacing: float = field(default=0.014, metadata={
+        "help": "fraction of max_minutes between the last checkpoints"})
     # §6.1's averaging kept during training (training/averaging.py): checkpoints, the folder and
     # validation scores hold a running average of the weights whose window is this fraction of
     # the run (the standard deviation of a power-function EMA, Karras et al. 2024); 0 = the last
     # update's weights, as the paper's single checkpoint. Costs one more copy of the weights in
     # memory and one in train_state.pt.
-    average_width: float = 0.02  # relative width of the weights' running average; 0 = off
-    metrics_format: str = "jsonl"  # jsonl | csv
-    tensorboard: bool = True  # scalars in DIR/tb (tensorboard --logdir DIR/tb)
-    progress: bool = True  # a progress bar on a terminal, plain lines in a log file
+    average_width: float = field(default=0.02, metadata={
+        "help": "relative width of the weights' running average; 0 = off"})
+    metrics_format: str = field(default="jsonl", metadata={"help": "jsonl | csv"})
+    tensorboard: bool = field(default=True, metadata={
+        "help": "scalars in DIR/tb (tensorboard --logdir DIR/tb)"})
+    progress: bool = field(default=True, metadata={
+        "help": "a progress bar on a terminal, plain lines in a log file"})
 
     def __post_init__(self) -> None:
         self._check_types()
@@ -326,15 +363,22 @@ class DecoderLMConfig(BlockConfig):
     no encoder and no cross-attention), as in GPT. Defaults keep the paper's block (post-norm,
     ReLU, sinusoids, scaled embeddings); the "gpt2-*" presets switch to GPT-2's choices."""
 
-    vocab_size: int = 50257
-    n_layers: int = 6  # decoder layers
-    max_len: int = 1024  # learned positions cannot go further; sinusoids extend on demand
-    positions: str = "sinusoidal"  # §3.5; GPT-2 learns them (Table 3 row E)
+    vocab_size: int = field(default=50257, metadata={
+        "help": "tokens in the vocabulary (GPT-2: 50257)"})
+    n_layers: int = field(default=6, metadata={"help": "decoder layers"})
+    max_len: int = field(default=1024, metadata={
+        "help": "learned positions cannot go further; sinusoids extend on demand"})
+    positions: str = field(default="sinusoidal", metadata={
+        "help": "§3.5; GPT-2 learns them (Table 3 row E)"})
     # LayerNorm after the last layer; None = follow norm_first (pre-norm needs it, GPT-2 has it).
-    final_norm: bool | None = None  # LayerNorm after the last layer; None: follow norm_first (GPT-2 has it)
-    tie_embeddings: bool = True  # §3.4: the pre-softmax linear shares the embedding matrix
-    scale_embeddings: bool = True  # §3.4: multiply embeddings by sqrt(d_model); GPT-2 does not
-    pad_id: int = 0
+    final_norm: bool | None = field(default=None, metadata={
+        "help": "LayerNorm after the last layer; None: follow norm_first (GPT-2 has it)"})
+    tie_embeddings: bool = field(default=True, metadata={
+        "help": "§3.4: the pre-softmax linear shares the embedding matrix"})
+    scale_embeddings: bool = field(default=True, metadata={
+        "help": "§3.4: multiply embeddings by sqrt(d_model); GPT-2 does not"})
+    pad_id: int = field(default=0, metadata={
+        "help": "the padding token's id: masked out of attention and the loss"})
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -361,22 +405,32 @@ class EncoderConfig(BlockConfig):
     a LayerNorm on the embedding sum, GELU, no sqrt(d_model) embedding scale. Defaults are BERT-base.
     """
 
-    d_model: int = 768  # width of every token vector (BERT-base: 768)
-    n_heads: int = 12  # attention heads (BERT-base: 12)
-    d_ff: int = 3072  # feed-forward inner width (BERT-base: 3072)
-    attn_dropout: float = 0.1  # BERT drops attention probabilities too
-    activation: str = "gelu"  # BERT's GELU (exact erf form)
-    layer_norm_eps: float = 1e-12  # BERT's LayerNorm epsilon
-    vocab_size: int = 30522
-    n_layers: int = 12  # encoder layers (BERT-base: 12)
-    max_len: int = 512  # most tokens per text, [CLS] and [SEP] included
-    type_vocab_size: int = 2  # segment (sentence A / B) embeddings; 0 = none
-    embedding_norm: bool = True  # LayerNorm(tokens + positions + segments), then dropout
-    pad_id: int = 0
-    pool: str = "cls"  # what the classifier reads: the first ([CLS]) position, or the mean
-    pooler: bool = True  # BERT's pooler: tanh(W h + b) on the pooled vector
-    mlm_head: bool = True  # masked-LM head (tied to the token embeddings)
-    n_labels: int = 0  # sequence classification head; 0 = none
+    d_model: int = field(default=768, metadata={
+        "help": "width of every token vector (BERT-base: 768)"})
+    n_heads: int = field(default=12, metadata={"help": "attention heads (BERT-base: 12)"})
+    d_ff: int = field(default=3072, metadata={"help": "feed-forward inner width (BERT-base: 3072)"})
+    attn_dropout: float = field(default=0.1, metadata={
+        "help": "BERT drops attention probabilities too"})
+    activation: str = field(default="gelu", metadata={"help": "BERT's GELU (exact erf form)"})
+    layer_norm_eps: float = field(default=1e-12, metadata={"help": "BERT's LayerNorm epsilon"})
+    vocab_size: int = field(default=30522, metadata={
+        "help": "tokens in the vocabulary (BERT-base's WordPiece: 30522)"})
+    n_layers: int = field(default=12, metadata={"help": "encoder layers (BERT-base: 12)"})
+    max_len: int = field(default=512, metadata={
+        "help": "most tokens per text, [CLS] and [SEP] included"})
+    type_vocab_size: int = field(default=2, metadata={
+        "help": "segment (sentence A / B) embeddings; 0 = none"})
+    embedding_norm: bool = field(default=True, metadata={
+        "help": "LayerNorm(tokens + positions + segments), then dropout"})
+    pad_id: int = field(default=0, metadata={
+        "help": "the padding token's id: masked out of attention"})
+    pool: str = field(default="cls", metadata={
+        "help": "what the classifier reads: the first ([CLS]) position, or the mean"})
+    pooler: bool = field(default=True, metadata={
+        "help": "BERT's pooler: tanh(W h + b) on the pooled vector"})
+    mlm_head: bool = field(default=True, metadata={
+        "help": "masked-LM head (tied to the token embeddings)"})
+    n_labels: int = field(default=0, metadata={"help": "sequence classification head; 0 = none"})
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -398,18 +452,23 @@ class ViTConfig(BlockConfig):
     stack in pre-norm order with a final LayerNorm, a [CLS] token and a classification head.
     Defaults are ViT-B/16."""
 
-    d_model: int = 768  # width of every token vector (ViT-Base: 768)
-    n_heads: int = 12  # attention heads (ViT-Base: 12)
-    d_ff: int = 3072  # feed-forward inner width (ViT-Base: 3072)
-    dropout: float = 0.0  # ViT-Base fine-tuning drops nothing
-    activation: str = "gelu"  # ViT's GELU (exact erf form)
-    norm_first: bool = True  # ViT is pre-norm (a departure from §3.1's post-norm)
-    layer_norm_eps: float = 1e-12  # ViT's LayerNorm epsilon
-    image_size: int = 224
-    patch_size: int = 16  # side of a square patch in pixels (each becomes one token)
-    channels: int = 3
-    n_layers: int = 12  # encoder layers (ViT-Base: 12)
-    n_classes: int = 1000  # 0 = no head (a feature extractor)
+    d_model: int = field(default=768, metadata={
+        "help": "width of every token vector (ViT-Base: 768)"})
+    n_heads: int = field(default=12, metadata={"help": "attention heads (ViT-Base: 12)"})
+    d_ff: int = field(default=3072, metadata={"help": "feed-forward inner width (ViT-Base: 3072)"})
+    dropout: float = field(default=0.0, metadata={"help": "ViT-Base fine-tuning drops nothing"})
+    activation: str = field(default="gelu", metadata={"help": "ViT's GELU (exact erf form)"})
+    norm_first: bool = field(default=True, metadata={
+        "help": "ViT is pre-norm (a departure from §3.1's post-norm)"})
+    layer_norm_eps: float = field(default=1e-12, metadata={"help": "ViT's LayerNorm epsilon"})
+    image_size: int = field(default=224, metadata={
+        "help": "side of the square input images, in pixels (ViT-B/16: 224)"})
+    patch_size: int = field(default=16, metadata={
+        "help": "side of a square patch in pixels (each becomes one token)"})
+    channels: int = field(default=3, metadata={
+        "help": "colour channels of the input images: 1 = grey, 3 = RGB"})
+    n_layers: int = field(default=12, metadata={"help": "encoder layers (ViT-Base: 12)"})
+    n_classes: int = field(default=1000, metadata={"help": "0 = no head (a feature extractor)"})
 
     def __post_init__(self) -> None:
         super().__post_init__()

@@ -12,13 +12,9 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import importlib
-import inspect
-import re
 
 from aiayn.errors import UserError
 from aiayn.tasks import TASKS
-
-_FIELD_LINE = re.compile(r"^\s+(\w+): [^#=]+(?:=[^#]*)?(?:#\s*(.*))?$")
 
 
 def register(sub) -> None:
@@ -56,21 +52,13 @@ def _configs(args: argparse.Namespace) -> int:
 
 
 def field_docs(cls: type) -> list[tuple[str, str, str, str]]:
-    """(name, type, default, meaning) of every field of a typed config; the meaning is the
-    comment on the field's line in the source (of the last class that declares it with one)."""
-    comments: dict[str, str] = {}
-    for klass in reversed(cls.__mro__):
-        if dataclasses.is_dataclass(klass) and "__dataclass_fields__" in vars(klass):
-            for line in inspect.getsource(klass).splitlines():
-                m = _FIELD_LINE.match(line)
-                if m and m.group(1) in vars(klass).get("__annotations__", {}) and \
-                        (m.group(2) or "").strip():  # else the base class's comment stays
-                    comments[m.group(1)] = m.group(2).strip()
+    """(name, type, default, meaning) of every field of a typed config; the meaning is the help
+    the field is declared with (`field(default=..., metadata={"help": ...})`)."""
     rows = []
     for f in dataclasses.fields(cls):
         kind = f.type if isinstance(f.type, str) else getattr(f.type, "__name__", str(f.type))
         default = f.default if f.default is not dataclasses.MISSING else f.default_factory()
-        rows.append((f.name, kind, repr(default), comments.get(f.name, "")))
+        rows.append((f.name, kind, repr(default), f.metadata.get("help", "")))
     return rows
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 import typing
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from aiayn.config import Config
 from aiayn.data.special import BOS, EOS, PAD
@@ -32,29 +32,44 @@ def _fail(name: str, value: typing.Any, why: str) -> typing.NoReturn:
 class GenerationConfig(Config):
     """Strategy, lengths and special tokens of one generation call (defaults: greedy, §6.1 limits)."""
 
-    beam: int = 1  # §6.1 uses 4; 1 = greedy (or sampling when temperature > 0)
-    alpha: float = 0.6  # §6.1 length-penalty strength
-    length_penalty: str = "gnmt"  # "gnmt": ((5+|Y|)/6)^alpha (§6.1, Wu et al.); "avg": |Y|^alpha
+    beam: int = field(default=1, metadata={
+        "help": "§6.1 uses 4; 1 = greedy (or sampling when temperature > 0)"})
+    alpha: float = field(default=0.6, metadata={"help": "§6.1 length-penalty strength"})
+    length_penalty: str = field(default="gnmt", metadata={
+        "help": '"gnmt": ((5+|Y|)/6)^alpha (§6.1, Wu et al.); "avg": |Y|^alpha'})
     # When a sentence's beam search stops (§6.1 "terminate early when possible"); see BeamSearch:
     # "exact": no live hypothesis can still beat the K-th best finished one (never worse);
     # "first_k": K hypotheses have finished (fairseq); "current_length": no live hypothesis
     # beats the K-th best finished if it ended now (HF transformers' default heuristic).
-    early_stopping: str = "exact"
-    temperature: float = 0.0  # 0 = argmax; > 0 = draw from softmax(logits / temperature)
-    top_k: int | None = None  # sampling: keep the k most likely tokens
-    top_p: float | None = None  # sampling: keep the smallest set reaching probability p
-    seed: int | None = None  # sampling: a seeded torch.Generator, for reproducible draws
-    max_new_tokens: int | None = None  # a cap on new tokens (a language model's only limit)
-    max_extra: int = 50  # §6.1 encoder-decoder: at most input length + max_extra tokens
-    min_length: int = 0  # EOS is not allowed before this many new tokens
+    early_stopping: str = field(default="exact", metadata={
+        "help": "when a beam stops: exact | first_k (fairseq) | current_length (HF)"})
+    temperature: float = field(default=0.0, metadata={
+        "help": "0 = argmax; > 0 = draw from softmax(logits / temperature)"})
+    top_k: int | None = field(default=None, metadata={
+        "help": "sampling: keep the k most likely tokens"})
+    top_p: float | None = field(default=None, metadata={
+        "help": "sampling: keep the smallest set reaching probability p"})
+    seed: int | None = field(default=None, metadata={
+        "help": "sampling: a seeded torch.Generator, for reproducible draws"})
+    max_new_tokens: int | None = field(default=None, metadata={
+        "help": "a cap on new tokens (a language model's only limit)"})
+    max_extra: int = field(default=50, metadata={
+        "help": "§6.1 encoder-decoder: at most input length + max_extra tokens"})
+    min_length: int = field(default=0, metadata={
+        "help": "EOS is not allowed before this many new tokens"})
     # No n-gram of this size twice in an output (fairseq/HF; not the paper's): 0 = off. Beam
     # search and encoder-decoders count the output tokens; language models the prompt as well.
-    no_repeat_ngram_size: int = 0
-    bos_id: int = BOS
-    eos_id: int | None = EOS  # None: no token ends a row (language models may run to the cap)
-    pad_id: int = PAD
-    banned: tuple[int, ...] = ()  # never produced (search also bans pad and BOS, fairseq-style)
-    sliding_window: bool = False  # LM past max_len: crop to the last max_len tokens, recompute
+    no_repeat_ngram_size: int = field(default=0, metadata={
+        "help": "no n-gram of this size twice in an output (fairseq/HF); 0 = off"})
+    bos_id: int = field(default=BOS, metadata={"help": "the token every output starts from (<s>)"})
+    eos_id: int | None = field(default=EOS, metadata={
+        "help": "None: no token ends a row (language models may run to the cap)"})
+    pad_id: int = field(default=PAD, metadata={
+        "help": "the padding token's id: fills rows that have ended"})
+    banned: tuple[int, ...] = field(default=(), metadata={
+        "help": "never produced (search also bans pad and BOS, fairseq-style)"})
+    sliding_window: bool = field(default=False, metadata={
+        "help": "LM past max_len: crop to the last max_len tokens, recompute"})
 
     def __post_init__(self) -> None:
         if isinstance(self.banned, list):  # a JSON round-trip gives a list

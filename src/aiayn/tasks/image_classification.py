@@ -16,7 +16,7 @@ batches, loss, evaluation, the user-facing object (ImageClassifier), training.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -55,17 +55,23 @@ VIT_TRAIN_DEFAULTS: dict[str, Any] = dict(
 class VisionDataConfig(Config):
     """Where the images come from, how they are batched and augmented."""
 
-    corpus: str | None = "digits"  # a built-in corpus; None with an image folder
-    images: str | None = None  # a folder with one sub-folder of image files per class
-    image_size: int | None = None  # folder images are resized to this (default: the first's size)
-    channels: int | None = None  # 1 = grey, 3 = RGB (default: the first image's)
-    valid_frac: float = 0.1  # share of the images held out for validation
-    test_frac: float = 0.2  # share held out for the test split
-    batch_size: int = 32  # images per training batch
-    augment: bool = True  # random small rotations, zooms and shifts of training images
-    rotate: float = 10.0  # degrees, +-
-    scale: float = 0.1  # +- relative zoom
-    translate: float = 0.5  # pixels, +-
+    corpus: str | None = field(default="digits", metadata={
+        "help": "a built-in corpus; None with an image folder"})
+    images: str | None = field(default=None, metadata={
+        "help": "a folder with one sub-folder of image files per class"})
+    image_size: int | None = field(default=None, metadata={
+        "help": "folder images are resized to this (default: the first's size)"})
+    channels: int | None = field(default=None, metadata={
+        "help": "1 = grey, 3 = RGB (default: the first image's)"})
+    valid_frac: float = field(default=0.1, metadata={
+        "help": "share of the images held out for validation"})
+    test_frac: float = field(default=0.2, metadata={"help": "share held out for the test split"})
+    batch_size: int = field(default=32, metadata={"help": "images per training batch"})
+    augment: bool = field(default=True, metadata={
+        "help": "random small rotations, zooms and shifts of training images"})
+    rotate: float = field(default=10.0, metadata={"help": "degrees, +-"})
+    scale: float = field(default=0.1, metadata={"help": "+- relative zoom"})
+    translate: float = field(default=0.5, metadata={"help": "pixels, +-"})
 
     def __post_init__(self) -> None:
         self._check_types()

@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -58,13 +58,20 @@ LM_TRAIN_DEFAULTS: dict[str, Any] = dict(
 class LMDataConfig(Config):
     """What a language model learns from, and how the text is cut into training examples."""
 
-    corpus: str | None = None  # a built-in text corpus ("python-stdlib"); None with --text files
-    max_bytes: int | None = 4_000_000  # cap on the built-in corpus (None: all of it)
-    tokenizer: str = "byte_bpe"  # byte_bpe (GPT-2's byte-level BPE) | char
-    vocab_size: int = 8192  # tokenizer vocabulary; the model's vocab_size is set from it
-    block_len: int | None = None  # tokens of context per training example; None: max_len
-    valid_frac: float = 0.05  # --text without --valid: the last lines of each file held out
-    eval_tokens: int = 200_000  # validation tokens scored at each evaluation (0: all)
+    corpus: str | None = field(default=None, metadata={
+        "help": 'a built-in text corpus ("python-stdlib"); None with --text files'})
+    max_bytes: int | None = field(default=4_000_000, metadata={
+        "help": "cap on the built-in corpus (None: all of it)"})
+    tokenizer: str = field(default="byte_bpe", metadata={
+        "help": "byte_bpe (GPT-2's byte-level BPE) | char"})
+    vocab_size: int = field(default=8192, metadata={
+        "help": "tokenizer vocabulary; the model's vocab_size is set from it"})
+    block_len: int | None = field(default=None, metadata={
+        "help": "tokens of context per training example; None: max_len"})
+    valid_frac: float = field(default=0.05, metadata={
+        "help": "--text without --valid: the last lines of each file held out"})
+    eval_tokens: int = field(default=200_000, metadata={
+        "help": "validation tokens scored at each evaluation (0: all)"})
 
     def __post_init__(self) -> None:
         self._check_types()

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -77,14 +77,20 @@ CLASSIFY_TRAIN_DEFAULTS: dict[str, Any] = dict(
 class ClassifyDataConfig(Config):
     """The labelled texts, their tokenizer, batching, and the masked-LM pretraining stage."""
 
-    corpus: str | None = None  # "gettext-origin"
-    n_labels: int = 8  # gettext-origin: how many programs (the largest catalogs)
-    train: str | None = None  # text<TAB>label files
-    valid: str | None = None  # validation TSV (text<TAB>label); none: no validation
-    vocab_size: int = 8000  # of the tokenizer trained on the training texts (not with model.init)
-    batch_size: int = 32  # texts per training batch
-    mlm_steps: int = 0  # masked-LM pretraining updates before fine-tuning (0 = none)
-    mlm_rate: float = 0.15  # BERT: 15% of tokens predicted
+    corpus: str | None = field(default=None, metadata={
+        "help": "a built-in labelled corpus (gettext-origin); None with train"})
+    n_labels: int = field(default=8, metadata={
+        "help": "gettext-origin: how many programs (the largest catalogs)"})
+    train: str | None = field(default=None, metadata={
+        "help": "training TSV file (text<TAB>label lines)"})
+    valid: str | None = field(default=None, metadata={
+        "help": "validation TSV (text<TAB>label); none: no validation"})
+    vocab_size: int = field(default=8000, metadata={
+        "help": "of the tokenizer trained on the training texts (not with model.init)"})
+    batch_size: int = field(default=32, metadata={"help": "texts per training batch"})
+    mlm_steps: int = field(default=0, metadata={
+        "help": "masked-LM pretraining updates before fine-tuning (0 = none)"})
+    mlm_rate: float = field(default=0.15, metadata={"help": "BERT: 15% of tokens predicted"})
 
     def __post_init__(self) -> None:
         self._check_types()

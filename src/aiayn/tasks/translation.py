@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -53,19 +53,31 @@ from aiayn.training.trainer import Trainer, TrainResult, seed_everything
 class DataConfig(Config):
     """Where the parallel text comes from and how it is tokenised (§5.1)."""
 
-    corpus: str | None = None  # a built-in corpus: "dates-numbers" or "gettext"
-    corpus_dir: str | None = None  # a folder written by `aiayn data` ({train,valid}.{src,tgt})
-    train_src: str | None = None  # or aligned files, one sentence per line
-    train_tgt: str | None = None  # targets aligned with train_src
-    valid_src: str | None = None  # validation sources (with valid_tgt); none: held out from train
-    valid_tgt: str | None = None  # validation targets, aligned with valid_src
-    tokenizer: str = "bpe"  # §5.1: byte-pair encoding, one vocabulary for both languages
-    vocab_size: int = 8000  # joint source-target subword vocabulary (§5.1)
-    split_digits: bool = True  # every digit a token; false: digit runs may merge (SentencePiece)
-    source_eos: bool = False  # end every source with </s> (fairseq, tensor2tensor, Marian)
-    max_train_pairs: int | None = None  # use only the first N training pairs
-    valid_pairs: int = 500  # validation pairs scored (loss and BLEU) at each evaluation
-    valid_beam: int = 1  # beam for validation BLEU (1 = greedy: fast)
+    corpus: str | None = field(default=None, metadata={
+        "help": 'a built-in corpus: "dates-numbers" or "gettext"'})
+    corpus_dir: str | None = field(default=None, metadata={
+        "help": "a folder written by `aiayn data` ({train,valid}.{src,tgt})"})
+    train_src: str | None = field(default=None, metadata={
+        "help": "or aligned files, one sentence per line"})
+    train_tgt: str | None = field(default=None, metadata={"help": "targets aligned with train_src"})
+    valid_src: str | None = field(default=None, metadata={
+        "help": "validation sources (with valid_tgt); none: held out from train"})
+    valid_tgt: str | None = field(default=None, metadata={
+        "help": "validation targets, aligned with valid_src"})
+    tokenizer: str = field(default="bpe", metadata={
+        "help": "§5.1: byte-pair encoding, one vocabulary for both languages"})
+    vocab_size: int = field(default=8000, metadata={
+        "help": "joint source-target subword vocabulary (§5.1)"})
+    split_digits: bool = field(default=True, metadata={
+        "help": "every digit a token; false: digit runs may merge (SentencePiece)"})
+    source_eos: bool = field(default=False, metadata={
+        "help": "end every source with </s> (fairseq, tensor2tensor, Marian)"})
+    max_train_pairs: int | None = field(default=None, metadata={
+        "help": "use only the first N training pairs"})
+    valid_pairs: int = field(default=500, metadata={
+        "help": "validation pairs scored (loss and BLEU) at each evaluation"})
+    valid_beam: int = field(default=1, metadata={
+        "help": "beam for validation BLEU (1 = greedy: fast)"})
 
     def __post_init__(self) -> None:
         self._check_types()
