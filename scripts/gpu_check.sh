@@ -44,5 +44,5 @@ PARALLEL=$(python3 -c "import xdist" 2>/dev/null && echo "-n 12")
 LIMIT=$(python3 -c "import pytest_timeout" 2>/dev/null && echo "--timeout 120")
 # shellcheck disable=SC2086
 TAIL=60 step suite "${SUITE_S:-180}" python3 -m pytest -q -ra -p no:cacheprovider $PARALLEL \
-    $LIMIT --ignore tests/test_serve_browser.py --ignore tests/test_wheel.py \
+    $LIMIT --ignore tests/viz/test_server_browser.py --ignore tests/test_wheel.py \
     --ignore tests/test_cuda.py tests

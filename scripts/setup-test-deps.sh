@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Install the system packages the test suite needs: headless Chromium + its WebDriver for the
-# explorer's browser tests (tests/test_serve_browser.py). Idempotent: does nothing when present.
+# explorer's browser tests (tests/viz/test_server_browser.py). Idempotent: does nothing when present.
 set -euo pipefail
 
 if command -v chromium >/dev/null 2>&1 && command -v chromedriver >/dev/null 2>&1; then

@@ -13,6 +13,29 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 
+def installed_package_dirs() -> list[str]:
+    """The site-packages folders the running interpreter imports from: the system Python's, or
+    those of the virtualenv the tests run in (and its base's, when it was made with
+    --system-site-packages)."""
+    return [p for p in sys.path if Path(p).name in ("site-packages", "dist-packages")
+            and Path(p).is_dir()]
+
+
+def make_venv_seeing_installed_packages(venv: Path) -> Path:
+    """A fresh venv that imports the running interpreter's installed packages (torch, ...) but
+    gets aiayn only from what is installed into it; returns its python.
+
+    Not `venv --system-site-packages`: made from inside a virtualenv, that sees the *base*
+    interpreter's packages, not the virtualenv's (no torch there). The folders go into a .pth
+    file as plain paths, so their own .pth files (an editable install of aiayn) are not run."""
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    python = venv / "bin" / "python"
+    site = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    (Path(site) / "outer-packages.pth").write_text("\n".join(installed_package_dirs()) + "\n")
+    return python
+
+
 @pytest.mark.slow
 def test_wheel_installs_and_trains_a_built_in_config_by_name(tmp_path):
     wheels = tmp_path / "wheels"
@@ -20,9 +43,7 @@ def test_wheel_installs_and_trains_a_built_in_config_by_name(tmp_path):
                     "-q", "-w", str(wheels), str(ROOT)], check=True, cwd=tmp_path)
     wheel = next(wheels.glob("aiayn-*.whl"))
     venv = tmp_path / "venv"
-    # The venv sees this machine's packages (torch, ...) but gets aiayn only from the wheel.
-    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], check=True)
-    python = venv / "bin" / "python"
+    python = make_venv_seeing_installed_packages(venv)
     subprocess.run([str(python), "-m", "pip", "install", "-q", "--no-deps", "--no-index",
                     str(wheel)], check=True)
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}

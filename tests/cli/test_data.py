@@ -4,6 +4,8 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from aiayn.cli import main
 from tests.data.test_corpora import write_mo
 
@@ -46,6 +48,7 @@ def test_data_error_is_one_line(tmp_path, capsys):
     assert err.count("\n") == 1 and str(tmp_path / "xx") in err
 
 
+@pytest.mark.slow
 def test_data_error_in_a_subprocess(tmp_path):
     proc = subprocess.run(
         [sys.executable, "-m", "aiayn", "data", "gettext", "--lang", "xx",

@@ -3,8 +3,12 @@
 import json
 from pathlib import Path
 
+import pytest
+
 from aiayn.cli import main
 from aiayn.tasks import translation
+
+pytestmark = pytest.mark.slow  # end-to-end: real processes of the CLI
 
 TINY = ["data.max_train_pairs=400", "data.valid_pairs=10", "model.d_model=16", "model.d_ff=32",
         "model.n_layers=1", "train.eval_every=0", "train.save_every=0", "train.progress=false",

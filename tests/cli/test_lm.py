@@ -34,6 +34,7 @@ def _train(tmp_path, out, *extra, text=None):
     return main(args)
 
 
+@pytest.mark.slow
 def test_learns_a_sentence_then_generates_and_evaluates_from_the_cli(tmp_path, capsys):
     out = tmp_path / "fox"
     assert _train(tmp_path, out, "train.max_steps=300") == 0

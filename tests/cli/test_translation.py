@@ -293,6 +293,7 @@ def test_over_long_input_and_a_cut_validation_file_are_warned(trained, capsys, t
     assert code == 0 and "validation uses the first 5 of 8 pairs" in out + err
 
 
+@pytest.mark.slow
 def test_real_process_errors_and_invalid_utf8_stdin(trained):
     _, _, model = trained
     proc = subprocess.run([sys.executable, "-m", "aiayn", "translate", "--model", str(model)],
@@ -302,6 +303,7 @@ def test_real_process_errors_and_invalid_utf8_stdin(trained):
     assert proc.stdout == b""
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sig, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
 def test_ctrl_c_or_sigterm_saves_and_exits_then_resume_finishes(tmp_path, sig, code):
     """Ctrl-C and SIGTERM (how Slurm, Docker and Kubernetes stop a job) both save the last
@@ -397,6 +399,7 @@ def test_a_run_stopped_before_its_first_checkpoint_is_no_dead_end(tmp_path, caps
     assert code == 2 and "already exists" in err and (mine / "tokenizer.json").exists()
 
 
+@pytest.mark.slow
 def test_a_run_logged_to_a_file_gets_plain_lines_and_one_line_per_evaluation(tmp_path):
     config = write_config(tmp_path, max_steps=6, log_every=2, eval_every=3, progress=True)
     proc = subprocess.run([sys.executable, "-m", "aiayn", "train", str(config)],
@@ -410,6 +413,7 @@ def test_a_run_logged_to_a_file_gets_plain_lines_and_one_line_per_evaluation(tmp
     assert "valid bleu" in evals[0]
 
 
+@pytest.mark.slow
 def test_a_time_budget_ends_with_checkpoints_spaced_for_averaging(tmp_path, capsys):
     """§6.1 averages checkpoints written close together at the end of the run: with
     max_minutes, the last keep_last_n are written final_checkpoint_spacing x budget apart."""
@@ -429,6 +433,7 @@ def test_a_time_budget_ends_with_checkpoints_spaced_for_averaging(tmp_path, caps
     assert steps[0] > 0.4 * final  # written at 60% and 80% of the budget, not early on
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("precision", ["bf16", "fp16"])
 def test_mixed_precision_trains_like_fp32(tmp_path, capsys, precision):
     """Autocast (CPU here) learns as fp32 does: the same falling loss within a few percent."""
@@ -468,6 +473,7 @@ def test_reading_from_a_terminal_says_what_it_waits_for(trained, monkeypatch, ca
     assert "reading from the terminal, one per line; end with Ctrl-D" in err
 
 
+@pytest.mark.slow
 def test_a_time_budget_gives_the_terminal_bar_a_total_and_a_percentage(tmp_path):
     """On a terminal under max_minutes, the bar's total is the steps the budget allows at the
     run's pace (not max_steps, which the budget cuts short), so it shows a percentage and ETA."""

@@ -129,6 +129,7 @@ def test_an_encoder_bert_cannot_express_is_refused_naming_the_option(tmp_path, c
     assert not (tmp_path / "hf").exists()
 
 
+@pytest.mark.slow
 def test_exported_vit_is_a_vit_classifier_with_the_same_logits(tmp_path, capsys):
     from PIL import Image
 
@@ -165,6 +166,7 @@ def translation_folder(tmp_path_factory):
     return tmp / "model"
 
 
+@pytest.mark.slow
 def test_exported_translator_is_a_marian_with_the_same_logits_and_translations(
         translation_folder, tmp_path):
     """Marian orders its sinusoids differently (all sines, then all cosines); the export
@@ -272,6 +274,7 @@ def test_a_gpt2_folder_without_its_tokenizer_is_refused(hf_gpt2_folder, tmp_path
     assert not (tmp_path / "lm").exists()
 
 
+@pytest.mark.slow
 def test_an_exported_translator_imports_back_unchanged(translation_folder, tmp_path, capsys):
     """aiayn -> MarianMTModel folder -> `aiayn import hf-marian` -> the same weights and
     translations (the d_model renumbering undone, aiayn's special ids kept)."""

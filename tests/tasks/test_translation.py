@@ -46,6 +46,7 @@ def translator(model_dir):
     return aiayn.load(model_dir)
 
 
+@pytest.mark.slow
 def test_load_returns_a_translator_that_learned_the_task(translator, model_dir):
     assert isinstance(translator, Translator)
     test = digit_pairs(100, seed=3)
@@ -59,6 +60,7 @@ def test_load_returns_a_translator_that_learned_the_task(translator, model_dir):
     assert translator.encode_source("3 1 4") == translator.tokenizer.encode("3 1 4")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("beam", [1, 3])
 def test_results_do_not_depend_on_batch_size_and_keep_order(translator, beam):
     sentences = [s for s, _ in digit_pairs(11, seed=4)] + ["", "9"]
@@ -70,6 +72,7 @@ def test_results_do_not_depend_on_batch_size_and_keep_order(translator, beam):
     assert translator.translate(shuffled, beam=beam, batch_size=5) == list(reversed(reference))
 
 
+@pytest.mark.slow
 def test_beam_1_is_greedy_search(translator):
     tok, model = translator.tokenizer, translator.model
     ids = [tok.encode(s) for s, _ in digit_pairs(10, seed=5)]
@@ -77,6 +80,7 @@ def test_beam_1_is_greedy_search(translator):
     assert decode_ids(model, ids, beam=1) == direct
 
 
+@pytest.mark.slow
 def test_output_length_is_capped_by_max_len(translator):
     model = translator.model
     long = [[5] * (model.config.max_len + 20)]  # truncated to max_len, output <= max_len - 1
@@ -84,6 +88,7 @@ def test_output_length_is_capped_by_max_len(translator):
     assert len(out[0]) <= model.config.max_len - 1
 
 
+@pytest.mark.slow
 def test_cross_attention_has_tokens_on_both_axes(translator):
     src_tokens, tgt_tokens, weights = translator.cross_attention("3 1 4")
     cfg = translator.model.config
@@ -92,6 +97,7 @@ def test_cross_attention_has_tokens_on_both_axes(translator):
     torch.testing.assert_close(weights.sum(-1), torch.ones(weights.shape[:-1]))
 
 
+@pytest.mark.slow
 def test_cross_attention_is_what_viz_attention_shows(translator, model_dir):
     """The demo's attention.png (Translator.cross_attention) and `aiayn viz attention` (the
     Inspector) label and weigh the rows alike: decoder inputs, <s> first."""
@@ -105,6 +111,7 @@ def test_cross_attention_is_what_viz_attention_shows(translator, model_dir):
         np.testing.assert_allclose(w, weights[layer].numpy(), atol=1e-3)  # rounded for JSON
 
 
+@pytest.mark.slow
 def test_bad_options_and_folders_are_user_errors(translator, tmp_path, model_dir):
     """Library errors are ValueErrors naming the Python parameter (the CLI names its flags)."""
     with pytest.raises(ValueError, match=r"^beam=0: must be a positive integer"):
@@ -139,6 +146,7 @@ def test_beam_search_does_not_stop_while_a_live_hypothesis_can_win():
         assert beam_search(model, src, beam=beam, **ids) == [[A, A, A, A]]
 
 
+@pytest.mark.slow
 def test_score_is_the_teacher_forced_log_likelihood(translator):
     """Translator.score: batch-size independent, equal to the training loss's NLL of the same
     pairs, and higher for the right translation than for a wrong one."""
@@ -182,6 +190,7 @@ def test_source_eos_is_trained_recorded_and_read_back(tmp_path):
     assert len(loaded.translate(["3 1 4", "5"], beam=2)) == 2
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("beam", [1, 3])
 def test_worker_processes_give_the_same_translations(translator, beam):
     """translate(workers=2): two forked CPU processes decode alternate batches; the output is
@@ -192,6 +201,7 @@ def test_worker_processes_give_the_same_translations(translator, beam):
     assert translator.translate(sources, beam=beam, batch_size=8, workers=3) == one
 
 
+@pytest.mark.slow
 def test_auto_workers_are_one_process_per_cpu_thread(translator, monkeypatch):
     """workers="auto" (the CLI's default): as many processes as torch has CPU threads, each
     batch decoded as in one process; one process on a GPU or off Linux."""
@@ -224,6 +234,7 @@ def test_auto_workers_are_one_process_per_cpu_thread(translator, monkeypatch):
         resolve_workers("many", "cpu")
 
 
+@pytest.mark.slow
 def test_workers_run_one_thread_so_a_fork_after_parallel_work_cannot_hang():
     """After the parent has run a parallel region, a forked child that opens one of its own hangs
     (GNU libgomp's pool does not survive fork): each worker must run one thread, whatever the

@@ -9,6 +9,7 @@ import pytest
 from aiayn.cli import main
 from tests.builders import write_config
 
+pytestmark = pytest.mark.slow  # end-to-end: real processes of the CLI
 
 @pytest.mark.parametrize("delay", [0.3, 1.0, 2.5])
 def test_ctrl_c_while_starting_is_a_clean_exit(tmp_path, delay):

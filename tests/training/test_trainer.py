@@ -61,6 +61,7 @@ def fresh_copy_stream(batch_size, per_epoch=2048):
     return BatchStream(plan, lambda pairs: collate(pairs, PAD))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("precision", ["fp32", "bf16", "fp16"])
 def test_copy_task_is_learned_to_100_percent_in_under_a_minute(tmp_path, precision):
     """In every precision (bf16 / fp16 autocast on the CPU: correctness, not speed), on the
@@ -172,6 +173,7 @@ def test_folder_holds_weights_state_checkpoints_and_logs(tmp_path):
     assert list((tmp_path / "tb").iterdir())
 
 
+@pytest.mark.slow
 def test_max_minutes_stops_training(tmp_path):
     cfg = quiet(max_steps=10**6, max_minutes=0.02)
     result = Trainer(tiny_model(), cfg, copy_stream(random_sequences(40, seed=5), 8), loss_fn,

@@ -1,7 +1,7 @@
 """Attention figures: the plotted values are the model's own weights, one panel per head, a page
 per (kind, layer); the `aiayn viz attention` CLI for every model family with attention views.
 
-The tiny model folders built here are reused by tests/test_serve_*.py (make_*_folder)."""
+The tiny model folders built here are reused by tests/viz/test_server*.py (make_*_folder)."""
 
 from __future__ import annotations
 
@@ -170,6 +170,7 @@ def test_attention_maps_checks_labels():
         attention_maps({"cross": [w]}, {"source": list("abc"), "target": list("abc")})
 
 
+@pytest.mark.slow
 def test_cli_attention_writes_pages(tr_dir, tmp_path, capsys):
     out = tmp_path / "figs"
     assert main(["viz", "attention", "--model", str(tr_dir), "the cat sat", "--out", str(out),
@@ -202,6 +203,7 @@ def test_cli_attention_missing_folder_and_empty_text(tr_dir, tmp_path, capsys):
     assert "empty" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_vit_family_labels_patches_and_draws_cls_on_the_image(tmp_path, capsys):
     from aiayn.viz.patches import plot_patch_attention
     folder, png = make_vit_folder(tmp_path / "vit"), _write_png(tmp_path / "in.png")

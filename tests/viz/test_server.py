@@ -142,6 +142,7 @@ def serving(app, threads: int = 4):
         assert not thread.is_alive(), "waitress did not stop"
 
 
+@pytest.mark.slow
 def test_twenty_concurrent_requests_through_waitress(tr_app):
     folder, app = tr_app
     sentences = [f"the cat sat on the mat {i}" for i in range(20)]
