@@ -1,8 +1,14 @@
+import dataclasses
+import importlib
 import json
+import re
+from pathlib import Path
 
 import pytest
 
-from aiayn.config import TRANSFORMER_PRESETS, TransformerConfig, preset
+from aiayn.config import TRANSFORMER_PRESETS, Config, TrainConfig, TransformerConfig, preset
+
+PACKAGE = Path(__file__).resolve().parents[1] / "src" / "aiayn"
 
 
 def test_defaults_are_the_paper_base_model():
@@ -74,3 +80,33 @@ def test_unknown_fields_get_a_suggestion():
         TrainConfig.from_dict({"warmup": 3})
     with pytest.raises(ValueError, match=r"unknown field for TrainConfig$"):
         TrainConfig.from_dict({"zzzz": 3})
+
+
+def _config_classes() -> list[type]:
+    """Every typed config class of the package: each module that declares a class of a
+    `...Config` base is imported, then Config's subclasses are collected."""
+    for path in sorted(PACKAGE.rglob("*.py")):
+        if re.search(r"^class \w+\(\w*Config\):", path.read_text(encoding="utf-8"), re.M):
+            parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+            importlib.import_module(".".join(parts[:-1] if parts[-1] == "__init__" else parts))
+    found, todo = [], [Config]
+    while todo:
+        for cls in todo.pop().__subclasses__():
+            found.append(cls)
+            todo.append(cls)
+    return found
+
+
+def test_every_field_of_every_config_says_what_it_means():
+    """Each field is declared with its meaning, `field(default=..., metadata={"help": ...})`, which
+    `aiayn configs --keys` prints: a field added without one fails here, so the listing cannot
+    drift from the code."""
+    classes = {cls.__name__: cls for cls in _config_classes()}
+    assert {"TrainConfig", "TransformerConfig", "DecoderLMConfig", "EncoderConfig", "ViTConfig",
+            "GenerationConfig", "DataConfig", "LMDataConfig", "ClassifyDataConfig",
+            "VisionDataConfig"} <= set(classes)
+    bare = [f"{name}.{f.name}" for name, cls in classes.items() for f in dataclasses.fields(cls)
+            if not str(f.metadata.get("help", "")).strip()]
+    assert not bare, f"fields without a help text: {bare}"
+    schedule = next(f for f in dataclasses.fields(TrainConfig) if f.name == "lr_schedule")
+    assert schedule.metadata["help"] == "noam (§5.3) | constant | cosine"
