@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 from aiayn.data.images import digits
-from aiayn.tasks.image_classification import VIT_TRAIN_DEFAULTS, experiment, train_vit
+from aiayn.tasks.image_classification import experiment, train_vit
 
 
 def run_vit(seed: int, threads: int, max_steps: int) -> dict:
@@ -52,7 +52,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--max-steps", type=int, default=VIT_TRAIN_DEFAULTS["max_steps"])
+    parser.add_argument("--max-steps", type=int, default=experiment().train.max_steps,
+                        help="default: the recipe's (configs/vit-digits.yaml)")
     args = parser.parse_args()
     rows = [run_vit(seed, args.threads, args.max_steps) for seed in args.seeds]
     print("| run | steps | training time (s) | wall time (s) | valid accuracy | test accuracy |")

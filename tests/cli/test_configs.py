@@ -1,13 +1,14 @@
 """`aiayn configs`: the built-in configs by name, and every key of every typed config."""
 
 import dataclasses
-import importlib
 
 import pytest
 
 from aiayn.cli import main
 from aiayn.config import TrainConfig
+from aiayn.families import task_family
 from aiayn.tasks import TASKS
+from aiayn.training.experiment import recipe_train
 
 
 def test_lists_the_built_in_configs_with_their_commands(capsys):
@@ -20,10 +21,10 @@ def test_lists_the_built_in_configs_with_their_commands(capsys):
 
 @pytest.mark.parametrize("task", TASKS)
 def test_keys_lists_every_field_of_every_typed_config(task, capsys):
-    spec = importlib.import_module(f"aiayn.tasks.{task}").TASK
+    spec = task_family(task)
     assert main(["configs", "--keys", "--task", task]) == 0
     out = capsys.readouterr().out
-    for section, cls in (("model", spec.model_config), ("data", spec.data_config),
+    for section, cls in (("model", spec.config), ("data", spec.data_config),
                          ("train", TrainConfig)):
         for f in dataclasses.fields(cls):
             assert f"  {section}.{f.name}  (" in out, f"{section}.{f.name}"
@@ -31,8 +32,9 @@ def test_keys_lists_every_field_of_every_typed_config(task, capsys):
     bare = [ln for ln in out.splitlines() if ln.startswith("  ") and not
             ln.split(")  ", 1)[1:]]
     assert not bare, bare
-    # the task's training defaults are the ones shown
-    for key, value in spec.defaults({}).items():
+    # the train settings of the task's recipe are the defaults shown
+    assert recipe_train(spec) or spec.recipe is None
+    for key, value in recipe_train(spec).items():
         line = next(ln for ln in out.splitlines() if ln.startswith(f"  train.{key}  ("))
         assert f"default {value!r})" in line
 

@@ -258,22 +258,34 @@ def test_import_hf_vit(tmp_path):
 
 @pytest.mark.parametrize("name", ["bert-gettext-origin", "bert-minilm-gettext-origin"])
 def test_config_files_are_valid(name):
-    from aiayn.tasks.text_classification import CLASSIFY_TRAIN_DEFAULTS, experiment
+    from aiayn.tasks.text_classification import experiment
 
     exp = experiment(name)
     if "init" not in exp.model:
         cfg = exp.model_config(vocab_size=100, pad_id=0, n_labels=0)
         assert cfg.d_model == 128
-        assert exp.train.lr == CLASSIFY_TRAIN_DEFAULTS["lr"]
+        assert exp.train.lr == experiment(None, data={"corpus": "gettext-origin"}).train.lr
     else:  # fine-tuning a pretrained encoder starts from BERT's lower peak lr
         assert exp.train.lr == 5e-5 and exp.train.lr_schedule == "cosine"
 
 
 def test_python_api_uses_the_same_defaults_as_the_cli():
-    from aiayn.config import TrainConfig
-    from aiayn.tasks.text_classification import CLASSIFY_TRAIN_DEFAULTS, experiment
+    """Without a config, the classifier's recipe (the built-in config classify.yaml); fine-tuning
+    a pretrained encoder (model.init) lowers its peak lr to the family table's, unless the config
+    sets one."""
+    import yaml
 
-    exp = experiment(None, data={"corpus": "gettext-origin"})
-    assert exp.train == TrainConfig.from_dict(CLASSIFY_TRAIN_DEFAULTS)
+    from aiayn.config import TrainConfig
+    from aiayn.tasks.text_classification import experiment
+    from aiayn.training.experiment import CONFIG_DIR
+
+    recipe = yaml.safe_load((CONFIG_DIR / "classify.yaml").read_text(encoding="utf-8"))["train"]
+    data = {"corpus": "gettext-origin"}
+    exp = experiment(None, data=data)
+    assert exp.train == TrainConfig.from_dict(recipe)
     assert exp.train.lr_schedule == "cosine" and exp.train.label_smoothing == 0.0
-    assert experiment(None, ["model.init=minilm"], data={"corpus": "gettext-origin"}).train.lr == 5e-5
+    tuned = experiment(None, ["model.init=minilm"], data=data).train
+    assert tuned == TrainConfig.from_dict({**recipe, "lr": 5e-5})
+    assert experiment({"model": {"init": "minilm"}, "train": {"max_steps": 9}}, data=data).train \
+        == TrainConfig.from_dict({**recipe, "lr": 5e-5, "max_steps": 9})
+    assert experiment(None, ["model.init=minilm", "train.lr=2e-5"], data=data).train.lr == 2e-5

@@ -127,11 +127,18 @@ def test_python_api_trains_saves_and_loads(tmp_path):
 
 def test_python_api_uses_the_same_defaults_as_the_cli(tmp_path):
     """An experiment built in Python gets the language model's recipe (cosine, AdamW, no label
-    smoothing), not TrainConfig's translation defaults, exactly as `aiayn lm train` does."""
-    from aiayn.config import TrainConfig
-    from aiayn.tasks.language_model import LM_TRAIN_DEFAULTS, experiment
+    smoothing: the built-in config lm.yaml), not TrainConfig's translation defaults, exactly as
+    `aiayn lm train` does; a config's train section is layered over the recipe's."""
+    import yaml
 
-    assert experiment().train == TrainConfig.from_dict(LM_TRAIN_DEFAULTS)
+    from aiayn.config import TrainConfig
+    from aiayn.tasks.language_model import experiment
+    from aiayn.training.experiment import CONFIG_DIR
+
+    recipe = yaml.safe_load((CONFIG_DIR / "lm.yaml").read_text(encoding="utf-8"))["train"]
+    assert experiment().train == TrainConfig.from_dict(recipe)
+    assert experiment({"train": {"max_steps": 7}}).train == \
+        TrainConfig.from_dict({**recipe, "max_steps": 7})
     exp = experiment("lm-char")
     assert exp.train.lr_schedule == "cosine" and exp.train.label_smoothing == 0.0
     text = tmp_path / "fox.txt"

@@ -7,19 +7,20 @@ import yaml
 
 from aiayn.cli import main
 from aiayn.config import VIT_PRESETS
-from aiayn.tasks.image_classification import VIT_TRAIN_DEFAULTS
+from aiayn.families import FAMILIES, VIT
 
 CONFIG = Path(__file__).resolve().parents[2] / "src" / "aiayn" / "configs" / "vit-digits.yaml"
 
 
-def test_config_file_is_the_default_recipe():
+def test_the_vit_digits_config_is_the_vit_recipe_and_names_its_preset():
+    """vit-digits.yaml is the ViT's recipe (the family table says so) and the one place its
+    settings are written: its model is the preset it names, not a copy of the preset's fields."""
     raw = yaml.safe_load(CONFIG.read_text(encoding="utf-8"))
-    model = dict(raw["model"])
-    preset = VIT_PRESETS[model.pop("preset")]
-    assert {k: v for k, v in preset.items() if k in model} == model
-    assert raw["train"] == VIT_TRAIN_DEFAULTS and raw["task"] == "image_classification"
+    assert FAMILIES[VIT].recipe == CONFIG.stem and raw["task"] == "image_classification"
+    assert raw["model"] == {"preset": "vit-digits"} and "vit-digits" in VIT_PRESETS
     assert raw["data"] == {"corpus": "digits", "batch_size": 32, "augment": True, "rotate": 10.0,
                            "scale": 0.1, "translate": 0.5}
+    assert raw["train"]["lr_schedule"] == "cosine" and raw["train"]["max_steps"] == 4000
 
 
 @pytest.mark.slow
@@ -44,7 +45,8 @@ def test_python_api_uses_the_same_defaults_as_the_cli():
     from aiayn.tasks.image_classification import experiment
 
     exp = experiment()
-    assert exp.train == TrainConfig.from_dict(VIT_TRAIN_DEFAULTS)
+    recipe = yaml.safe_load(CONFIG.read_text(encoding="utf-8"))
+    assert exp.train == TrainConfig.from_dict(recipe["train"]) and exp.out is None
     assert exp.train.lr_schedule == "cosine" and exp.train.lr_schedule != TrainConfig().lr_schedule
     shipped = experiment("vit-digits")
     assert shipped.train == exp.train and shipped.data == exp.data

@@ -1,13 +1,24 @@
-"""Experiment files: YAML/JSON, dotted overrides, and one-line errors naming the key."""
+"""Experiment files: YAML/JSON, dotted overrides, one-line errors naming the key, and the
+tasks' recipes (built-in configs) every config is layered over."""
 
+import importlib
 import json
 
 import pytest
+import yaml
 
+from aiayn.config import TrainConfig
 from aiayn.errors import UserError
+from aiayn.families import FAMILIES, task_family
 from aiayn.tasks.translation import TASK
+from aiayn.training.experiment import (
+    CONFIG_DIR,
+    builtin_configs,
+    config_task,
+    parse_value,
+    recipe_train,
+)
 from aiayn.training.experiment import load_experiment as load_any
-from aiayn.training.experiment import parse_value
 
 
 def load_experiment(config, overrides=()):
@@ -93,3 +104,90 @@ def test_parse_value_reads_yaml_scalars():
     assert parse_value("100") == 100 and parse_value("1e-3") == 1e-3 and parse_value("0.5") == 0.5
     assert parse_value("true") is True and parse_value("null") is None
     assert parse_value("runs/x") == "runs/x" and parse_value("abc") == "abc"
+
+
+# -- recipes: a built-in config is the one source of its settings ------------------------------
+
+# data a task's recipe leaves to the command line (--corpus), for loading without one
+DATA_OF = {"translation": {"corpus": "gettext"}, "text_classification": {"corpus": "gettext-origin"}}
+
+
+def _builtin(name):
+    return yaml.safe_load((CONFIG_DIR / f"{name}.yaml").read_text(encoding="utf-8"))
+
+
+def test_every_built_in_config_loads_for_the_task_it_names():
+    """`aiayn train NAME` reads the task from the file; each built-in config loads for it (the
+    classifier's recipe names no corpus: CLI flags or a data override give one)."""
+    for name in builtin_configs():
+        task = config_task(name)
+        assert task == _builtin(name).get("task", "translation"), name
+        data = None if _builtin(name).get("data") else DATA_OF.get(task)
+        exp = load_any(name, task=task, data=data)
+        assert exp.task is task_family(task) and exp.to_dict()["task"] == task
+
+
+@pytest.mark.parametrize("family", FAMILIES.values(), ids=lambda f: f.task)
+def test_a_run_without_a_config_is_its_task_recipe(family):
+    """The family table names each task's recipe, a built-in config of that task; without a
+    config the experiment is that file (less its output folder) and its train settings are the
+    file's, with nothing added from elsewhere. Translation's recipe is TrainConfig's own (§5)."""
+    exp = load_any(None, task=family.task, data=DATA_OF.get(family.task))
+    if family.recipe is None:
+        assert family.task == "translation" and exp.train == TrainConfig()
+        return
+    raw = _builtin(family.recipe)
+    assert raw["task"] == family.task and exp.out is None
+    assert exp.train == TrainConfig.from_dict(raw["train"])
+    assert exp.model == raw.get("model", {})
+
+
+def test_each_built_in_config_states_its_whole_recipe():
+    """A config's train section is layered over its task's recipe: a built-in config states every
+    setting of that recipe itself (lm-stdlib's warmup differs from lm.yaml's), so that the file
+    alone says what it trains."""
+    for name, path in builtin_configs().items():
+        family = task_family(config_task(name))
+        missing = set(recipe_train(family)) - set(_builtin(name).get("train") or {})
+        assert not missing, f"{path.name} leaves {sorted(missing)} to the {family.recipe} recipe"
+
+
+def test_a_config_file_is_layered_over_its_task_recipe(tmp_path):
+    """A user's language-model file that sets only max_steps still trains with the recipe's
+    cosine schedule; fine-tuning (model.init) takes the family's fine_tuning settings over the
+    recipe's, and the file's own train settings over both."""
+    lm = tmp_path / "lm.yaml"
+    lm.write_text("task: language_model\ntrain: {max_steps: 7}\n")
+    recipe = _builtin("lm")["train"]
+    assert load_any(lm, task="language_model").train == \
+        TrainConfig.from_dict({**recipe, "max_steps": 7})
+    clf = _builtin("classify")["train"]
+    tuned = task_family("text_classification").fine_tuning
+    assert tuned == {"lr": 5e-5}  # BERT's fine-tuning range: 2e-5 .. 5e-5
+    exp = load_any({"model": {"init": "m"}, "train": {"warmup_steps": 9}}, task="text_classification",
+                   data=DATA_OF["text_classification"])
+    assert exp.train == TrainConfig.from_dict({**clf, **tuned, "warmup_steps": 9})
+
+
+def test_no_task_module_states_train_settings():
+    """Train settings live in the built-in configs alone: no task module (nor the presets, which
+    are architecture) holds a table of TrainConfig fields."""
+    train_keys = set(TrainConfig.field_names())
+    for family in FAMILIES.values():
+        module = importlib.import_module(f"aiayn.tasks.{family.task}")
+        tables = [name for name, value in vars(module).items()
+                  if isinstance(value, dict) and train_keys & set(value) and not name.startswith("__")]
+        assert not tables, f"{module.__name__} defines train settings: {tables}"
+        for name, fields in family.config.PRESETS.items():
+            assert set(fields) <= set(family.config.field_names()), name
+
+
+def test_config_task_names_the_task_of_a_config(tmp_path):
+    assert config_task("lm-char") == "language_model" and config_task("demo") == "translation"
+    assert config_task("tiny") == "translation"  # a preset name: the translation preset
+    assert config_task("demo", ["task=image_classification"]) == "image_classification"
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("task: lm\n")
+    with pytest.raises(UserError, match=r"bad.yaml: task='lm': unknown task; choose one of "
+                                        r"translation, language_model"):
+        config_task(bad)

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import importlib
 
 from aiayn.errors import UserError
 from aiayn.tasks import TASKS
@@ -29,6 +28,7 @@ def register(sub) -> None:
 
 
 def _configs(args: argparse.Namespace) -> int:
+    from aiayn.families import task_family
     from aiayn.training.experiment import builtin_configs, describe_config
 
     if args.keys:
@@ -43,7 +43,7 @@ def _configs(args: argparse.Namespace) -> int:
     rows = []
     for name, path in configs.items():
         task, description = describe_config(path)
-        command = importlib.import_module(f"aiayn.tasks.{task}").TASK.command
+        command = task_family(task).command
         rows.append((name, f"{command} {name}", description))
     width = [max(len(r[i]) for r in rows) for i in range(2)]
     for name, command, description in rows:
@@ -63,15 +63,18 @@ def field_docs(cls: type) -> list[tuple[str, str, str, str]]:
 
 
 def _keys(task_name: str, section: str) -> int:
-    task = importlib.import_module(f"aiayn.tasks.{task_name}").TASK
     from aiayn.config import TrainConfig
+    from aiayn.families import task_family
+    from aiayn.training.experiment import recipe_train
 
-    sections = {"model": task.model_config, "data": task.data_config, "train": TrainConfig}
-    defaults = task.defaults({})
+    task = task_family(task_name)
+    sections = {"model": task.config, "data": task.data_config, "train": TrainConfig}
+    defaults = recipe_train(task)  # what the task's recipe sets, shown as the train defaults
+    recipe = f", defaults from the {task.recipe} recipe" if task.recipe else ""
     for name, cls in sections.items():
         if section not in ("all", name):
             continue
-        print(f"{name}: ({cls.__name__}{', ' + task.name + ' defaults' if name == 'train' else ''})")
+        print(f"{name}: ({cls.__name__}{recipe if name == 'train' else ''})")
         for key, kind, default, meaning in field_docs(cls):
             if name == "train" and key in defaults:
                 default = repr(defaults[key])

@@ -9,7 +9,7 @@ Images are float tensors (B, C, H, W) with pixels in [0, 1] (aiayn.data.images);
 records the class names, the Pillow mode ("L" or "RGB") and the image size it was trained on,
 so image files are converted the same way at prediction time.
 
-The same skeleton as every module of aiayn.tasks: data config and defaults, reading the data,
+The same skeleton as every module of aiayn.tasks: data config, reading the data,
 batches, loss, evaluation, the user-facing object (ImageClassifier), training.
 """
 
@@ -23,32 +23,21 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from aiayn.config import Config, ViTConfig, _fail
+from aiayn.config import Config, _fail
 from aiayn.data.images import ImageCorpus, digits, image_folder, load_image, random_affine
 from aiayn.errors import UserError
+from aiayn.families import FAMILIES
 from aiayn.families import VIT as FAMILY
 from aiayn.folder import load_model, save_model
 from aiayn.models.vit import VisionTransformer
 from aiayn.training import distributed
 from aiayn.training.checkpoint import check_out_folder, check_resume
-from aiayn.training.experiment import Experiment, Task, load_experiment, require_out
+from aiayn.training.experiment import Experiment, load_experiment, require_out
 from aiayn.training.losses import classification_loss
 from aiayn.training.stream import BatchStream
 from aiayn.training.trainer import Trainer, TrainResult, seed_everything
 
-# -- data config and defaults --------------------------------------------------------------------
-
-# TrainConfig defaults for `aiayn vit train` (the config file's train section overrides them):
-# AdamW with a short warmup and cosine decay, the usual ViT recipe, not the paper's §5.3 one.
-# 4000 steps of 32 images = ~100 epochs of digits. One thread: the tensors are tiny, so more
-# threads cannot help, and on a busy machine they wait on each other (13x slower when measured).
-VIT_TRAIN_DEFAULTS: dict[str, Any] = dict(
-    lr_schedule="cosine", lr=1e-3, warmup_steps=400, max_steps=4000, adam_beta2=0.999,
-    adam_eps=1e-8, weight_decay=0.05, label_smoothing=0.1, eval_every=500, save_every=1000,
-    log_every=100, threads=1,
-    # fp32 even where the CPU computes bf16: at d_model 64 the casts cost more than the bf16
-    # matmuls save (2,343 steps in 30 s against fp32's 2,727, benchmarks/RESULTS.md)
-    precision="fp32")
+# -- data config ---------------------------------------------------------------------------------
 
 
 @dataclass
@@ -86,9 +75,10 @@ class VisionDataConfig(Config):
                 _fail(name, getattr(self, name), "must be non-negative")
 
 
-TASK = Task("image_classification", "aiayn vit train", ViTConfig, VisionDataConfig,
-            train_defaults=VIT_TRAIN_DEFAULTS, default_preset="vit-digits",
-            set_by_data={k: "set by the data" for k in ("image_size", "channels", "n_classes")})
+# The task's name in config files; its recipe (aiayn/configs/vit-digits.yaml: AdamW, a short
+# warmup and cosine decay, the usual ViT recipe) and the rest the loader needs are in the family
+# table.
+TASK = FAMILIES[FAMILY].task
 
 
 def experiment(config: str | Path | dict[str, Any] | None = None, overrides: Sequence[str] = (),
@@ -232,5 +222,5 @@ def train_vit(exp: Experiment, resume: bool = False, out: str | Path | None = No
     return result, accuracy(vit, *corpus.splits["test"])
 
 
-__all__ = ["FAMILY", "ImageClassifier", "TASK", "VIT_TRAIN_DEFAULTS", "VisionDataConfig",
+__all__ = ["FAMILY", "ImageClassifier", "TASK", "VisionDataConfig",
            "accuracy", "image_classification_loss", "experiment", "image_batches", "train_vit"]

@@ -9,7 +9,7 @@ A document is tokenized as <s> text </s> (aiayn.data.special); documents are con
 token stream and cut into blocks of ``block_len + 1`` tokens, each block giving ``block_len``
 next-token predictions. A prompt is <s> + its tokens; generation stops at </s>.
 
-The same skeleton as every module of aiayn.tasks: data config and defaults, reading the data,
+The same skeleton as every module of aiayn.tasks: data config, reading the data,
 batches, loss, evaluation, the user-facing object (LanguageModel), training.
 """
 
@@ -26,32 +26,26 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from aiayn.config import Config, DecoderLMConfig, _fail
+from aiayn.config import Config, _fail
 from aiayn.data.special import BOS, EOS, PAD, UNK
 from aiayn.data.stdlib_corpus import Document, load_text_corpus
 from aiayn.data.tokenizer import Tokenizer
 from aiayn.errors import ConfigError, UserError
+from aiayn.families import FAMILIES
 from aiayn.families import LANGUAGE_MODEL as FAMILY
 from aiayn.folder import EXAMPLE_CHARS, load_model, require_new_folder, save_model
 from aiayn.generation.lm import stream as stream_tokens
 from aiayn.models.decoder_lm import DecoderLM
 from aiayn.training import distributed
 from aiayn.training.checkpoint import check_out_folder, check_resume, mark_started
-from aiayn.training.experiment import Experiment, Task, load_experiment, require_out
+from aiayn.training.experiment import Experiment, load_experiment, require_out
 from aiayn.training.losses import label_smoothed_nll
 from aiayn.training.stream import BatchStream
 from aiayn.training.trainer import Trainer, TrainResult, seed_everything
 
-# -- data config and defaults --------------------------------------------------------------------
+# -- data config ---------------------------------------------------------------------------------
 
 LM_TOKENIZERS = ("byte_bpe", "char")
-# TrainConfig defaults for language models (`aiayn lm train`), under the config file's train
-# section. Not the paper's translation recipe (§5.3-§5.4) but the common GPT one (nanoGPT): no
-# label smoothing (it would cap perplexity), AdamW with a peak lr, warmup, cosine decay, clipping.
-LM_TRAIN_DEFAULTS: dict[str, Any] = dict(
-    lr_schedule="cosine", lr=1e-3, warmup_steps=100, adam_beta2=0.99, adam_eps=1e-8,
-    weight_decay=0.1, clip_norm=1.0, label_smoothing=0.0, max_tokens=8192, max_steps=5000,
-    eval_every=500, save_every=500)
 
 
 @dataclass
@@ -88,11 +82,9 @@ class LMDataConfig(Config):
             _fail("eval_tokens", self.eval_tokens, "must be non-negative")
 
 
-TASK = Task("language_model", "aiayn lm train", DecoderLMConfig, LMDataConfig,
-            train_defaults=LM_TRAIN_DEFAULTS,
-            set_by_data={"vocab_size": "set by the tokenizer (use data.vocab_size)",
-                         "pad_id": "set by the tokenizer (use data.vocab_size)"},
-            placeholders={"vocab_size": 1000, "pad_id": PAD})
+# The task's name in config files; its recipe (aiayn/configs/lm.yaml: nanoGPT's AdamW, warmup and
+# cosine decay, no label smoothing) and the rest the loader needs are in the family table.
+TASK = FAMILIES[FAMILY].task
 
 
 def experiment(config: str | Path | dict[str, Any] | None = None, overrides: Sequence[str] = (),

@@ -34,13 +34,14 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from aiayn.config import Config, EncoderConfig, TrainConfig, _fail
+from aiayn.config import Config, TrainConfig, _fail
 from aiayn.data.batching import pad_ids
 from aiayn.data.mlm import IGNORE_INDEX, mask_tokens
 from aiayn.data.special import BOS, EOS, PAD, UNK
 from aiayn.data.tokenizer import Tokenizer
 from aiayn.errors import UserError
 from aiayn.families import ENCODER as FAMILY
+from aiayn.families import FAMILIES
 from aiayn.folder import EXAMPLE_CHARS, load_model, save_model
 from aiayn.models.encoder import EncoderModel
 from aiayn.training import distributed
@@ -52,7 +53,6 @@ from aiayn.training.checkpoint import (
 )
 from aiayn.training.experiment import (
     Experiment,
-    Task,
     build_model_config,
     load_experiment,
     require_out,
@@ -61,16 +61,10 @@ from aiayn.training.losses import classification_loss
 from aiayn.training.stream import BatchStream
 from aiayn.training.trainer import Trainer, TrainResult, seed_everything
 
-# -- data config and defaults --------------------------------------------------------------------
+# -- data config ---------------------------------------------------------------------------------
 
 Example = tuple[str, str]  # (text, label)
 PRETRAIN_DIR = "pretrain"
-# TrainConfig defaults for `aiayn classify train`: AdamW, warmup + linear-ish cosine decay (the
-# BERT fine-tuning recipe), not the paper's §5.3 schedule. From `model.init` the peak lr is 5e-5.
-CLASSIFY_TRAIN_DEFAULTS: dict[str, Any] = dict(
-    lr_schedule="cosine", lr=5e-4, warmup_steps=200, max_steps=3000, adam_beta2=0.999,
-    adam_eps=1e-6, weight_decay=0.01, label_smoothing=0.0, clip_norm=1.0, eval_every=500,
-    save_every=1000, log_every=100)
 
 
 @dataclass
@@ -109,13 +103,10 @@ class ClassifyDataConfig(Config):
             _fail("mlm_rate", self.mlm_rate, "must be in (0, 1)")
 
 
-TASK = Task("text_classification", "aiayn classify train", EncoderConfig, ClassifyDataConfig,
-            # Fine-tuning a pretrained encoder (model.init) wants BERT's lower peak lr (2e-5..5e-5).
-            train_defaults=lambda model: {**CLASSIFY_TRAIN_DEFAULTS,
-                                          **({"lr": 5e-5} if "init" in model else {})},
-            default_preset="bert-small-cpu", model_keys=("init",),
-            set_by_data={k: "set by the data" for k in ("vocab_size", "pad_id", "n_labels")},
-            placeholders={"vocab_size": 1000, "pad_id": PAD})
+# The task's name in config files; its recipe (aiayn/configs/classify.yaml: AdamW, warmup and
+# cosine decay, BERT's fine-tuning recipe), its lower lr for fine-tuning a pretrained encoder
+# (model.init) and the rest the loader needs are in the family table.
+TASK = FAMILIES[FAMILY].task
 
 
 def experiment(config: str | Path | dict[str, Any] | None = None, overrides: Sequence[str] = (),
@@ -316,7 +307,7 @@ def _new_encoder(exp: Experiment, texts: Sequence[str]) -> TextEncoder:
         return TextEncoder.load(init)
     tokenizer = Tokenizer.train(texts, exp.data.vocab_size)
     mask_id = tokenizer.vocab_size  # one id past the tokenizer: only the masked LM writes it
-    cfg = build_model_config(TASK, fields, {"vocab_size": mask_id + 1, "pad_id": PAD,
+    cfg = build_model_config(exp.task, fields, {"vocab_size": mask_id + 1, "pad_id": PAD,
                                             "n_labels": 0, "mlm_head": True}, exp.source)
     special = {"pad": PAD, "cls": BOS, "sep": EOS, "unk": UNK, "mask": mask_id}
     return TextEncoder(EncoderModel(cfg), tokenizer, special, meta={"task": "text-encoder"})
@@ -425,6 +416,6 @@ def train_classifier(exp: Experiment, resume: bool = False, out: str | Path | No
     return result, test
 
 
-__all__ = ["CLASSIFY_TRAIN_DEFAULTS", "ClassifyDataConfig", "TASK", "TextEncoder", "experiment",
-           "import_hf_bert", "load_examples", "masked_lm_loss", "text_batches",
-           "text_classification_loss", "train_classifier"]
+__all__ = ["ClassifyDataConfig", "TASK", "TextEncoder", "experiment", "import_hf_bert",
+           "load_examples", "masked_lm_loss", "text_batches", "text_classification_loss",
+           "train_classifier"]

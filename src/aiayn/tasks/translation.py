@@ -5,7 +5,7 @@
     result, folder = translation.train_translation(exp)
     translation.Translator.load(folder).translate(["March 5, 2024"], beam=4)   # ["5. März 2024"]
 
-The same skeleton as every module of aiayn.tasks: data config and defaults, reading the data,
+The same skeleton as every module of aiayn.tasks: data config, reading the data,
 batches, loss, evaluation, the user-facing object (Translator), training. The folder it writes
 holds config.json (family "transformer", plus the experiment), model.safetensors, tokenizer.json,
 train_state.pt, checkpoints/ and metrics.jsonl.
@@ -27,12 +27,13 @@ import sacrebleu
 import torch
 from torch import nn
 
-from aiayn.config import Config, TransformerConfig, _fail
+from aiayn.config import Config, _fail
 from aiayn.data.batching import Batch, collate, pad_ids, token_batches
 from aiayn.data.parallel import Pair, filter_long, read_parallel
 from aiayn.data.special import BOS, BOS_TOKEN, EOS, PAD
 from aiayn.data.tokenizer import Tokenizer
 from aiayn.errors import ConfigError, UserError
+from aiayn.families import FAMILIES
 from aiayn.families import TRANSLATION as FAMILY
 from aiayn.folder import EXAMPLE_CHARS, load_model, save_model
 from aiayn.generation.config import GenerationConfig
@@ -41,12 +42,12 @@ from aiayn.generation.workers import map_batches, resolve_workers
 from aiayn.models import Transformer
 from aiayn.training import distributed
 from aiayn.training.checkpoint import check_out_folder, check_resume, mark_started
-from aiayn.training.experiment import Experiment, Task, load_experiment, require_out
+from aiayn.training.experiment import Experiment, load_experiment, require_out
 from aiayn.training.losses import smoothed_cross_entropy
 from aiayn.training.stream import BatchStream
 from aiayn.training.trainer import Trainer, TrainResult, seed_everything
 
-# -- data config and defaults --------------------------------------------------------------------
+# -- data config ---------------------------------------------------------------------------------
 
 
 @dataclass
@@ -95,11 +96,9 @@ class DataConfig(Config):
             _fail("max_train_pairs", self.max_train_pairs, "must be a positive integer")
 
 
-# The paper's recipe is TrainConfig's own default (§5.3-§5.4): nothing to change here.
-TASK = Task("translation", "aiayn train", TransformerConfig, DataConfig, train_defaults={},
-            set_by_data={"vocab_size": "set by the tokenizer (use data.vocab_size)",
-                         "pad_id": "set by the tokenizer (use data.vocab_size)"},
-            placeholders={"vocab_size": 1000, "pad_id": PAD})
+# The task's name in config files; what the loader needs of it is in the family table. Its recipe
+# is TrainConfig's own defaults, the paper's (§5.3-§5.4): no built-in config layered under.
+TASK = FAMILIES[FAMILY].task
 
 
 def experiment(config: str | Path | dict[str, Any] | None = None, overrides: Sequence[str] = (),

@@ -1,5 +1,5 @@
 """One experiment loader for every task: a config (YAML/JSON file, built-in name, or model preset)
-plus dotted `key=value` overrides plus the task's defaults -> typed configs.
+plus dotted `key=value` overrides, layered over the task's recipe -> typed configs.
 
     task: translation          # optional: which task the file is for (checked when present)
     out: runs/dates            # the model folder to write
@@ -8,8 +8,24 @@ plus dotted `key=value` overrides plus the task's defaults -> typed configs.
     train: {max_minutes: 7, max_tokens: 4096}            # TrainConfig fields
 
 The CLI (`aiayn train`, `aiayn lm train`, ...) and the Python API (`aiayn.tasks.*.experiment()`)
-both call `load_experiment`, so a run started from either trains the same thing. A task's
-training defaults (e.g. the language model's cosine schedule) sit under the file's train section.
+both call `load_experiment`, so a run started from either trains the same thing.
+
+A task's recipe is a built-in config (aiayn/configs/NAME.yaml, named by the family table,
+aiayn.families): the language model's is lm.yaml, the text classifier's classify.yaml, the ViT's
+vit-digits.yaml; translation has none (TrainConfig's defaults are the paper's §5 recipe).
+
+  * Without a config, the experiment is the recipe (less its `out`: name the folder with --out;
+    with model.init, the fine_tuning settings below apply over the recipe's train section).
+  * A config's train section is layered over the recipe's: a language-model file that sets only
+    `train: {max_steps: 500}` still gets the recipe's cosine schedule. A model section with
+    `init` (fine-tuning a pretrained model) layers the family's `fine_tuning` settings over the
+    recipe's first (the classifier's lower lr).
+  * The model and data sections are the config's own; a model section without a preset starts
+    from the family's default preset.
+
+Each built-in config states every train setting of its task's recipe itself (a test checks it),
+so that the file alone tells its whole recipe.
+
 Overrides use dotted keys: `train.max_steps=200 model.dropout=0.2 out=runs/x`; values are read as
 YAML scalars (`200` is an int, `1e-3` a float, `true` a bool). Unknown keys and wrong types are
 errors naming the key and the value.
@@ -19,8 +35,8 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +45,7 @@ import yaml
 from aiayn.config import Config, TrainConfig, did_you_mean
 from aiayn.devices import resolve_device
 from aiayn.errors import ConfigError, UserError
+from aiayn.families import Family, task_family
 from aiayn.sizes import check_fits
 
 SECTIONS = ("task", "out", "model", "data", "train")
@@ -37,35 +54,12 @@ CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"
 _NUMBER = re.compile(r"^[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$")
 
 
-@dataclass(frozen=True)
-class Task:
-    """What the loader needs to know of a task; each module of aiayn.tasks defines one (TASK)."""
-
-    name: str  # "translation", "language_model", ...
-    command: str  # the CLI command that trains it, for messages ("aiayn lm train")
-    model_config: type[Config]  # TransformerConfig, ...
-    data_config: type[Config]
-    # TrainConfig fields that differ from TrainConfig's defaults (the paper's §5 recipe), or a
-    # function of the model section giving them (fine-tuning a pretrained model wants a lower lr).
-    train_defaults: dict[str, Any] | Callable[[dict[str, Any]], dict[str, Any]] = field(
-        default_factory=dict)
-    default_preset: str | None = None  # the preset a model section without one starts from
-    set_by_data: dict[str, str] = field(default_factory=dict)  # model field -> why it can't be set
-    model_keys: tuple[str, ...] = ()  # keys of the model section that are not config fields
-    # Values for set_by_data fields that let a model section be checked before the data is read
-    # (None: checked once the data is known).
-    placeholders: dict[str, Any] | None = None
-
-    def defaults(self, model: dict[str, Any]) -> dict[str, Any]:
-        d = self.train_defaults
-        return dict(d(model) if callable(d) else d)
-
-
 @dataclass
 class Experiment:
-    """A whole training run: the task, where it goes, and its model / data / train settings."""
+    """A whole training run: the task (its family-table entry), where it goes, and its model /
+    data / train settings."""
 
-    task: Task
+    task: Family
     out: str | None
     model: dict[str, Any]  # as written (preset name + field overrides); the data sets the rest
     data: Any  # the task's data config
@@ -77,13 +71,13 @@ class Experiment:
         return build_model_config(self.task, self.model, from_data, self.source)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"task": self.task.name, "out": self.out, "model": dict(self.model),
+        return {"task": self.task.task, "out": self.out, "model": dict(self.model),
                 "data": self.data.to_dict(), "train": self.train.to_dict()}
 
 
-def build_model_config(task: Task, model: dict[str, Any], from_data: dict[str, Any],
+def build_model_config(task: Family, model: dict[str, Any], from_data: dict[str, Any],
                        where: str = "config") -> Config:
-    cls = task.model_config
+    cls = task.config
     name = _check_preset(task, model, where)
     fields = {k: v for k, v in model.items() if k not in task.model_keys and k != "preset"}
     try:
@@ -99,6 +93,20 @@ def build_model_config(task: Task, model: dict[str, Any], from_data: dict[str, A
 def builtin_configs() -> dict[str, Path]:
     """name -> file of the configs shipped with aiayn (aiayn/configs/*.yaml)."""
     return {p.stem: p for p in sorted(CONFIG_DIR.glob("*.yaml"))}
+
+
+def recipe(task: Family) -> dict[str, Any]:
+    """The raw sections of the task's recipe (its built-in config), {} for a task without one."""
+    return read_config_file(CONFIG_DIR / f"{task.recipe}.yaml") if task.recipe else {}
+
+
+def recipe_train(task: Family, model: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The train settings a run of the task starts from: its recipe's train section, with the
+    family's fine_tuning settings over it when the model section has `init`."""
+    train = dict(recipe(task).get("train") or {})
+    if model and "init" in model:
+        train.update(task.fine_tuning)
+    return train
 
 
 def describe_config(path: Path) -> tuple[str, str]:
@@ -167,11 +175,14 @@ def read_config_file(path: str | Path) -> dict[str, Any]:
     return data
 
 
-def read_source(config: str | Path | dict[str, Any] | None, task: Task) -> tuple[dict[str, Any], str]:
+def read_source(config: str | Path | dict[str, Any] | None, task: Family) -> tuple[dict[str, Any], str]:
     """(raw sections, where) of a config: a file path, a built-in config name, a preset name of
-    the task's model config, a dict, or None (the task's defaults)."""
-    if config is None:
-        return {}, f"the {task.name} defaults"
+    the task's model config, a dict, or None (the task's recipe)."""
+    if config is None:  # the recipe, less its folder (a run without a config names its own)
+        # and its train section, which experiment_from_dict layers under every config's
+        raw = {k: v for k, v in recipe(task).items() if k not in ("out", "train")}
+        return raw, f"{task.recipe} (the {task.task} recipe)" if task.recipe else \
+            f"the {task.task} defaults"
     if isinstance(config, dict):
         return json.loads(json.dumps(config)), "config"
     path, builtin = Path(config), builtin_configs()
@@ -179,11 +190,25 @@ def read_source(config: str | Path | dict[str, Any] | None, task: Task) -> tuple
         return read_config_file(path), str(config)
     if str(config) in builtin:
         return read_config_file(builtin[str(config)]), f"{config} (built-in config)"
-    if str(config) in task.model_config.PRESETS:
+    if str(config) in task.config.PRESETS:
         return {"model": {"preset": str(config)}}, f"preset {config}"
     raise UserError(f"{config}: config file not found, and not a built-in config "
-                    f"({', '.join(builtin)}) or a {task.name} preset "
-                    f"({', '.join(task.model_config.PRESETS)})")
+                    f"({', '.join(builtin)}) or a {task.task} preset "
+                    f"({', '.join(task.config.PRESETS)})")
+
+
+def config_task(config: str | Path | dict[str, Any] | None, overrides: Sequence[str] = ()) -> str:
+    """The task a config names (its `task:`, or a task= override); "translation" when it names
+    none (a model preset name is a translation preset)."""
+    if config is None:
+        return "translation"
+    raw, where = read_source(config, task_family("translation"))
+    task = apply_overrides(raw, [o for o in overrides if o.startswith("task=")],
+                           where).get("task", "translation")
+    try:
+        return task_family(task).task
+    except UserError as e:
+        raise UserError(f"{where}: {e}") from None
 
 
 def _section(cls: type[Config], fields: dict[str, Any], where: str, name: str) -> Any:
@@ -193,15 +218,15 @@ def _section(cls: type[Config], fields: dict[str, Any], where: str, name: str) -
         raise UserError(f"{where}: {name}: {e}") from None
 
 
-def experiment_from_dict(raw: dict[str, Any], task: Task, where: str = "config") -> Experiment:
+def experiment_from_dict(raw: dict[str, Any], task: Family, where: str = "config") -> Experiment:
     unknown = sorted(set(raw) - set(SECTIONS))
     if unknown:
         raise UserError(f"{where}: unknown key {unknown[0]!r}{did_you_mean(unknown[0], SECTIONS)}; "
                         f"keys are {', '.join(SECTIONS)}")
-    if raw.get("task", task.name) != task.name:
-        raise UserError(f"{where}: task={raw['task']!r}: this is not a {task.name} config "
-                        f"(`{task.command}` trains {task.name} models; `aiayn configs` lists "
-                        "each config with its task)")
+    if raw.get("task", task.task) != task.task:
+        raise UserError(f"{where}: task={raw['task']!r}: this is not a {task.task} config "
+                        f"(`{task.command}` trains {task.task} models, `aiayn train` the task "
+                        "a config names; `aiayn configs` lists each config with its task)")
     sections = {}
     for name in ("model", "data", "train"):
         value = raw.get(name) or {}
@@ -209,7 +234,7 @@ def experiment_from_dict(raw: dict[str, Any], task: Task, where: str = "config")
             raise UserError(f"{where}: {name}: expected a mapping of fields, got {value!r}")
         sections[name] = value
     data = _section(task.data_config, sections["data"], where, "data")
-    train = _section(TrainConfig, {**task.defaults(sections["model"]), **sections["train"]},
+    train = _section(TrainConfig, {**recipe_train(task, sections["model"]), **sections["train"]},
                      where, "train")
     try:  # an unavailable device fails here, before any data is read or folder written
         resolve_device(train.device)
@@ -228,21 +253,21 @@ def _check_model_section(exp: Experiment) -> None:
     if task.placeholders is not None:
         exp.model_config(**task.placeholders)
         return
-    known = set(task.model_config.field_names()) | set(task.model_keys) | {"preset"}
+    known = set(task.config.field_names()) | set(task.model_keys) | {"preset"}
     unknown = sorted(set(exp.model) - known)
     if unknown:
         raise UserError(f"{where}: model: invalid config: {unknown[0]}={exp.model[unknown[0]]!r}: "
-                        f"unknown field for {task.model_config.__name__}")
+                        f"unknown field for {task.config.__name__}")
     _check_preset(task, exp.model, where)
 
 
-def _check_preset(task: Task, model: dict[str, Any], where: str) -> str | None:
+def _check_preset(task: Family, model: dict[str, Any], where: str) -> str | None:
     """The model section's preset name (or the task's default), after checking it and that no
     field the data decides is set."""
     name = model.get("preset", task.default_preset)
-    if name is not None and (not isinstance(name, str) or name not in task.model_config.PRESETS):
+    if name is not None and (not isinstance(name, str) or name not in task.config.PRESETS):
         raise UserError(f"{where}: model.preset={name!r}: unknown preset; choose one of "
-                        f"{', '.join(task.model_config.PRESETS)}")
+                        f"{', '.join(task.config.PRESETS)}")
     for key, why in task.set_by_data.items():
         if key in model:
             raise UserError(f"{where}: model.{key}: {why}")
@@ -250,12 +275,14 @@ def _check_preset(task: Task, model: dict[str, Any], where: str) -> str | None:
 
 
 def load_experiment(config: str | Path | dict[str, Any] | None = None,
-                    overrides: Sequence[str] = (), *, task: Task, out: str | Path | None = None,
+                    overrides: Sequence[str] = (), *, task: str, out: str | Path | None = None,
                     data: dict[str, Any] | None = None) -> Experiment:
-    """The experiment of `config` (see read_source) with `overrides` ("train.max_steps=100") and
-    the task's defaults. `out` replaces the config's output folder; `data` sets data fields to
-    Python values (what CLI flags such as --text or --corpus say)."""
-    raw, where = read_source(config, task)
+    """The experiment of `config` (see read_source) with `overrides` ("train.max_steps=100"),
+    layered over the recipe of `task` (a task name: "language_model"; see the module's doc).
+    `out` replaces the config's output folder; `data` sets data fields to Python values (what
+    CLI flags such as --text or --corpus say)."""
+    family = task_family(task)
+    raw, where = read_source(config, family)
     raw = apply_overrides(raw, overrides, where)
     if data:
         if not isinstance(raw.get("data"), dict):
@@ -263,7 +290,7 @@ def load_experiment(config: str | Path | dict[str, Any] | None = None,
         raw["data"].update(data)
     if out is not None:
         raw["out"] = str(out)
-    return experiment_from_dict(raw, task, where)
+    return experiment_from_dict(raw, family, where)
 
 
 def require_out(exp: Experiment, out: str | Path | None = None) -> Path:
@@ -274,6 +301,6 @@ def require_out(exp: Experiment, out: str | Path | None = None) -> Path:
     return Path(folder)
 
 
-__all__ = ["CONFIG_DIR", "Experiment", "Task", "apply_overrides", "build_model_config",
-           "builtin_configs", "describe_config", "experiment_from_dict", "load_experiment",
-           "parse_value", "read_config_file", "require_out"]
+__all__ = ["CONFIG_DIR", "Experiment", "apply_overrides", "build_model_config", "builtin_configs",
+           "config_task", "describe_config", "experiment_from_dict", "load_experiment",
+           "parse_value", "read_config_file", "recipe", "recipe_train", "require_out"]
