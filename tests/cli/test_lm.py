@@ -160,6 +160,35 @@ def test_python_api_uses_the_same_defaults_as_the_cli(tmp_path):
     assert train[0]["lr_schedule"] == "cosine" and train[0]["weight_decay"] == 0.1
 
 
+def test_aiayn_train_trains_the_task_its_config_names(tmp_path, capsys):
+    """`aiayn train lm-char ...` trains a language model exactly as `aiayn lm train lm-char ...`
+    does, with the common flags (--out, overrides). A flag of `aiayn lm train` alone (--text) is
+    refused by `aiayn train` with the command that has it, and a run that would need one says so."""
+    from aiayn.training.checkpoint import load_train_state
+
+    args = ["lm-char", "data.corpus=python-stdlib", "data.max_bytes=20000", "data.eval_tokens=2000",
+            "data.block_len=32", "model.n_layers=1", "model.d_model=32", "model.n_heads=2",
+            "model.d_ff=32", "train.max_steps=2", "train.max_tokens=256", *QUIET]
+    assert main(["train", *args, "--out", str(tmp_path / "train")]) == 0
+    assert "generate with: aiayn generate" in capsys.readouterr().out
+    assert main(["lm", "train", *args, "--out", str(tmp_path / "lm")]) == 0
+    saved = [(json.loads((tmp_path / d / "config.json").read_text())["experiment"],
+              load_train_state(tmp_path / d)["train_config"]) for d in ("train", "lm")]
+    assert saved[0] == saved[1] and saved[0][1]["max_steps"] == 2
+    assert isinstance(aiayn.load(tmp_path / "train"), LanguageModel)
+    capsys.readouterr()
+
+    text = tmp_path / "fox.txt"
+    text.write_text(FOX, encoding="utf-8")
+    assert main(["train", "lm-char", "--text", str(text), "--out", str(tmp_path / "x")]) == 2
+    err = capsys.readouterr().err
+    assert "--text is an option of `aiayn lm train`" in err and "aiayn lm train lm-char" in err
+    assert main(["train", "lm-char", "--out", str(tmp_path / "y")]) == 2
+    err = capsys.readouterr().err
+    assert "no training text" in err and "`aiayn lm train`" in err and err.count("\n") == 1
+    assert not (tmp_path / "x").exists() and not (tmp_path / "y").exists()
+
+
 @pytest.mark.parametrize("name", ["lm-stdlib", "lm-char"])
 def test_shipped_configs_are_valid(name):
     from aiayn.tasks.language_model import experiment

@@ -148,6 +148,9 @@ def say(message: str) -> None:
 
 Options = Callable[[argparse.ArgumentParser], None]
 _OVERRIDE = re.compile(r"^(task|out|model|data|train)(\.\w+)?=")
+# task name -> the parser of the `... train` command of that task (its own flags, e.g. --text),
+# filled as the commands register: `aiayn train CONFIG` runs a config of such a task through it.
+TRAIN_COMMANDS: dict[str, argparse.ArgumentParser] = {}
 
 
 def _run_options(p: argparse.ArgumentParser, options: Options | None) -> None:
@@ -157,10 +160,12 @@ def _run_options(p: argparse.ArgumentParser, options: Options | None) -> None:
         options(p)
 
 
-def training_command(p: argparse.ArgumentParser, options: Options | None = None) -> None:
+def training_command(p: argparse.ArgumentParser, options: Options | None = None,
+                     task: str | None = None) -> None:
     """`CONFIG [KEY=VALUE ...] [--out DIR] [--resume] [task options]` of every `... train`
     command. CONFIG is a file, a built-in config name (`aiayn configs`) or a model preset name;
-    `options(parser)` adds the task's own flags (e.g. --text)."""
+    `options(parser)` adds the task's own flags (e.g. --text); `task` names the task whose
+    command this is, for `aiayn train` (see train_as)."""
     p.add_argument("config", nargs="?", metavar="CONFIG",
                    help="config file, built-in config name (see `aiayn configs`) or preset name")
     # REMAINDER: options may follow the overrides (`train CONFIG key=value --resume`).
@@ -168,6 +173,41 @@ def training_command(p: argparse.ArgumentParser, options: Options | None = None)
                    help="dotted overrides, e.g. train.max_steps=100")
     _run_options(p, options)
     p.set_defaults(run_options=options)
+    if task is not None:
+        TRAIN_COMMANDS[task] = p
+
+
+def config_task_of(args: argparse.Namespace) -> str:
+    """The task `aiayn train CONFIG [KEY=VALUE ...]` trains: the one the config names (its
+    `task:`, or a task= override); translation for a config that names none."""
+    from aiayn.training.experiment import config_task
+
+    items = [args.config or "", *args.overrides]
+    config = None if args.config is None or "=" in args.config else args.config
+    return config_task(config, [i for i in items if i.startswith("task=")])
+
+
+def train_as(task: str, args: argparse.Namespace) -> int:
+    """`aiayn train CONFIG ...` for a config of `task` (not translation): the `... train` command
+    of that task runs it, with its own flags at their defaults. Those flags are that command's
+    alone: given to `aiayn train`, they are refused with the command to use."""
+    from aiayn.families import task_family
+
+    family = task_family(task)
+    command = TRAIN_COMMANDS[task]
+    common = argparse.ArgumentParser(add_help=False)
+    _run_options(common, None)
+    shared = {o for a in common._actions for o in a.option_strings}
+    own = {o for a in command._actions for o in a.option_strings} - shared - {"-h", "--help"}
+    for item in [args.config or "", *args.overrides]:
+        flag = item.split("=")[0]
+        if flag in own:
+            raise UserError(f"{flag} is an option of `{family.command}`: {args.config} is a {task} "
+                            f"config; run `{family.command} {args.config} ... {flag} ...`")
+    run = command.parse_args([])  # the command's function and its flags' defaults
+    for key in ("config", "overrides", "out", "resume"):
+        setattr(run, key, getattr(args, key))
+    return run.func(run)
 
 
 def split_overrides(args: argparse.Namespace) -> list[str]:

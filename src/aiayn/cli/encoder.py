@@ -41,7 +41,7 @@ def register(sub) -> None:
     cmds = clf.add_subparsers(dest="classify_command", metavar="COMMAND")
 
     train = cmds.add_parser("train", help="train a text classifier")
-    training_command(train, _data_options)
+    training_command(train, _data_options, task="text_classification")
     train.set_defaults(func=_train, distributed=True)  # torchrun: data-parallel training
 
     pred = cmds.add_parser("predict", help="label texts (arguments, or one per stdin line)")

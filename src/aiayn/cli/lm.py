@@ -39,7 +39,7 @@ def register(sub) -> None:
     cmds = lm.add_subparsers(dest="lm_command", metavar="COMMAND")
 
     train = cmds.add_parser("train", help="train a language model (GPT-style)")
-    training_command(train, _data_options)
+    training_command(train, _data_options, task="language_model")
     train.set_defaults(func=_train, distributed=True)  # torchrun: data-parallel training
 
     ev = cmds.add_parser("eval", help="perplexity and bits per byte of a language model")

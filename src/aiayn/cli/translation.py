@@ -2,6 +2,7 @@
 lives in aiayn.cli.demo).
 
     aiayn train CONFIG [key=value ...] [--out DIR] [--resume]   CONFIG: file, built-in or preset
+                (any task: a config that names another, e.g. lm-char, runs as `aiayn lm train`)
     aiayn translate --model DIR [--beam 4] [--alpha 0.6] [--length-penalty gnmt|avg]
                     [--early-stopping exact|first_k|current_length] [--no-repeat-ngram-size N]
                     [--threads N] [--workers N|auto] [TEXT ...]
@@ -19,6 +20,7 @@ import sys
 import time
 
 from aiayn.cli.common import (
+    config_task_of,
     device_options,
     finite_float,
     non_negative_int,
@@ -28,6 +30,7 @@ from aiayn.cli.common import (
     report_training,
     runs_model,
     split_overrides,
+    train_as,
     training_command,
     warn,
     writable_file,
@@ -39,10 +42,14 @@ RAW = argparse.RawDescriptionHelpFormatter
 
 def register(sub) -> None:
     """Add the translation commands to the `aiayn` parser."""
-    p = sub.add_parser("train", help="train a translation model from a config",
-                       description="Train a Transformer (§5) as CONFIG says (a YAML/JSON file, a "
-                       "built-in config such as `demo` or `gettext-small`, or a model preset); "
-                       "dotted key=value arguments override it (train.max_steps=100).",
+    p = sub.add_parser("train", help="train the model a config describes (any task)",
+                       description="Train what CONFIG says (a YAML/JSON file, a built-in config "
+                       "such as `demo`, `lm-char` or `vit-digits`, or a translation preset): a "
+                       "Transformer (§5), or the model of the task the config names (task: "
+                       "language_model, ...), as that task's own command would (`aiayn lm train`, "
+                       "`aiayn classify train`, `aiayn vit train`; their data flags, such as "
+                       "--text, are theirs alone). Dotted key=value arguments override it "
+                       "(train.max_steps=100).",
                        formatter_class=RAW)
     training_command(p)
     p.set_defaults(func=_train, distributed=True)  # torchrun: data-parallel training
@@ -122,6 +129,10 @@ def _translate_opts(args: argparse.Namespace) -> dict:
 
 def _train(args: argparse.Namespace) -> int:
     from aiayn.tasks.translation import experiment, train_translation
+
+    task = config_task_of(args)  # a config of another task: that task's command trains it
+    if task != "translation":
+        return train_as(task, args)
 
     overrides = split_overrides(args)
     if args.config is None:

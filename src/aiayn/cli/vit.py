@@ -35,7 +35,7 @@ def register(sub) -> None:
     cmds = vit.add_subparsers(dest="vit_command", metavar="COMMAND")
 
     train = cmds.add_parser("train", help="train a ViT on digits or a folder of images")
-    training_command(train, _data_options)
+    training_command(train, _data_options, task="image_classification")
     train.set_defaults(func=_train, distributed=True)  # torchrun: data-parallel training
 
     pred = cmds.add_parser("predict", help="classify image files")

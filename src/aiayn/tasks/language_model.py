@@ -366,7 +366,8 @@ def load_splits(data: LMDataConfig, texts: Sequence[str | Path] = (),
         train, valid = hold_out_tail(train, data.valid_frac)
         return {"train": train, "valid": valid}
     if data.corpus is None:
-        raise UserError("no training text: give --text FILE... or --corpus python-stdlib")
+        raise UserError("no training text: give --text FILE... or --corpus python-stdlib (options "
+                        "of `aiayn lm train`), or set data.corpus=python-stdlib")
     return load_text_corpus(data.corpus, max_bytes=data.max_bytes)  # train / valid / test
 
 
