@@ -1,4 +1,5 @@
-"""Named presets of the model configs: data (name -> field overrides), nothing else.
+"""Named presets of the model configs: data (name -> field overrides), nothing else. They hold
+architecture only; training settings live in the built-in configs (aiayn/configs/*.yaml).
 
 `TransformerConfig.preset("base")` (aiayn.config) reads these tables; so does every config file's
 `model: {preset: NAME}`.

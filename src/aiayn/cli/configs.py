@@ -5,6 +5,12 @@ every settable key.
     aiayn configs NAME                     print one (a starting point for a config of your own)
     aiayn configs --keys [SECTION]         every key of model / data / train: type, default, meaning
                      [--task TASK]         (the task's own model and data keys; default translation)
+
+A built-in config is the one place its settings are written. Some are also a task's recipe (lm,
+classify, vit-digits): what the task's train command runs without a config, and the train
+settings every config of the task is layered over; `--keys` shows them as the train defaults.
+The meaning of each key is the help its field is declared with (aiayn.config and each task's data
+config: `field(default=..., metadata={"help": ...})`).
 """
 
 from __future__ import annotations

@@ -9,9 +9,12 @@
     aiayn embed --model MODEL [--json | --similarity] TEXT ...
 
 CONFIG is a YAML/JSON file with sections out / model / data / train, a built-in config name
-(bert-gettext-origin, ...: see `aiayn configs`) or a model preset name (bert-small-cpu, ...). model.init=DIR fine-tunes an existing encoder
-(e.g. one made by `aiayn import hf-bert`) instead of training one from scratch; data.mlm_steps=N
-first pretrains with BERT's masked-LM objective. TSV files hold text<TAB>label per line.
+(bert-gettext-origin, ...: see `aiayn configs`) or a model preset name (bert-small-cpu, ...);
+without one, the classifier's recipe (the built-in config classify), whose train settings every
+config's train section is layered over. model.init=DIR fine-tunes an existing encoder (e.g. one
+made by `aiayn import hf-bert`) instead of training one from scratch, from a lower peak lr unless
+the config sets one; data.mlm_steps=N first pretrains with BERT's masked-LM objective. TSV files
+hold text<TAB>label per line.
 """
 
 from __future__ import annotations

@@ -8,8 +8,11 @@
     (generation may run past the model's context: the last max_len tokens are kept, as nanoGPT)
 
 CONFIG is a YAML/JSON file with sections out / model / data / train, a built-in config name
-(lm-char, lm-stdlib: see `aiayn configs`), or a model preset name (gpt2-mini, gpt2-small, tiny). Overrides use dotted keys: model.n_layers=2
-data.block_len=128 train.max_steps=200 out=runs/lm.
+(lm-char, lm-stdlib: see `aiayn configs`), or a model preset name (gpt2-mini, gpt2-small, tiny);
+without one, the language model's recipe (the built-in config lm), whose train settings every
+config's train section is layered over. Overrides use dotted keys: model.n_layers=2
+data.block_len=128 train.max_steps=200 out=runs/lm. `aiayn train CONFIG` runs a language-model
+config too, without the data flags.
 """
 
 from __future__ import annotations

@@ -5,8 +5,9 @@
     aiayn vit eval --model MODEL [--images DIR] [--split test]
 
 CONFIG is a YAML/JSON file with sections out / model / data / train (configs/vit-*.yaml) or a
-model preset name (vit-digits, tiny); without one, the vit-digits recipe. Overrides use dotted
-keys: model.n_layers=2 data.batch_size=64 train.max_steps=500 out=runs/vit.
+model preset name (vit-digits, tiny); without one, the ViT's recipe (the built-in config
+vit-digits), whose train settings every config's train section is layered over. Overrides use
+dotted keys: model.n_layers=2 data.batch_size=64 train.max_steps=500 out=runs/vit.
 Image files are read with Pillow, converted to the model's mode (grey or RGB) and size; pixel
 values are scaled to [0, 1] (for digits models: bright = ink, as in scikit-learn's digits).
 """
