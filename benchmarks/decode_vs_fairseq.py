@@ -112,10 +112,10 @@ def aiayn_model(ref: dict):
 def aiayn_decode(model, src: list[list[int]], beam: int, workers: int = 1) -> list[list[int]]:
     """aiayn's search on the ids (aiayn numbering), batch 64 in length order, fairseq's rules;
     workers > 1: that many forked processes decode alternate batches (`aiayn eval --workers`)."""
+    from aiayn.data.batching import pad_ids
     from aiayn.data.special import EOS, PAD
     from aiayn.generation.search import GenerationConfig, search
     from aiayn.generation.workers import map_batches
-    from aiayn.tasks.translation import pad_ids
 
     config = GenerationConfig(beam=beam, alpha=1.0, length_penalty="avg", bos_id=EOS,
                               eos_id=EOS, pad_id=PAD, max_extra=50, early_stopping="first_k")

@@ -30,7 +30,7 @@ from aiayn.tasks.translation import (
     experiment,
     load_pairs,
     score_translations,
-    train_translation,
+    train,
 )
 from aiayn.training.checkpoint import average_checkpoints
 
@@ -57,7 +57,7 @@ def main(argv: list[str] | None = None) -> dict:
             shutil.rmtree(folder)
     exp = experiment(CONFIG, [f"train.max_minutes={args.minutes}", "train.progress=false",
                                    *args.overrides])
-    result, _ = train_translation(exp, out=out, say=lambda m: print(m, flush=True))
+    result = train(exp, out=out, say=lambda m: print(m, flush=True))
     threads = exp.train.threads or torch.get_num_threads()
     torch.set_num_threads(threads)  # decode with the threads training used
     test = load_pairs(exp.data)["test"]

@@ -10,6 +10,7 @@ import dataclasses
 import difflib
 import json
 import math
+import re
 import typing
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -231,6 +232,17 @@ PRECISIONS = ("auto", "fp32", "bf16", "fp16")
 MAX_AVERAGE_WIDTH = 12 ** -0.5  # train.average_width of an average over the whole run
 FINAL_CHECKPOINTS = 5  # §6.1 averages the last 5 checkpoints (aiayn average --last 5)
 METRICS_FORMATS = ("jsonl", "csv")
+# train.stop_when: METRIC>=VALUE or METRIC<=VALUE, e.g. "valid_exact_match>=100"
+_STOP_WHEN = re.compile(r"^\s*(\w+)\s*(>=|<=)\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*$")
+
+
+def parse_stop_when(text: str) -> tuple[str, str, float]:
+    """(metric, ">=" or "<=", value) of a train.stop_when condition ("valid_exact_match>=100")."""
+    match = _STOP_WHEN.match(text)
+    if match is None:
+        _fail("stop_when", text, "must read METRIC>=VALUE or METRIC<=VALUE, e.g. "
+              "'valid_exact_match>=100' (a validation metric the run logs)")
+    return match[1], match[2], float(match[3])
 
 
 @dataclass
@@ -290,6 +302,13 @@ class TrainConfig(Config):
     log_every: int = field(default=50, metadata={
         "help": "steps between training-loss lines (metrics.jsonl, console)"})
     eval_every: int = field(default=1000, metadata={"help": "0: only at the end"})
+    # Stop early once validation is saturated: the condition held at stop_patience evaluations
+    # in a row (the demo: exact match 100% twice). The time and step budgets stay the caps.
+    stop_when: str | None = field(default=None, metadata={
+        "help": "stop once a validation metric meets this at stop_patience evaluations in a row, "
+                "e.g. 'valid_exact_match>=100' (quote it on a command line); None: run the budget"})
+    stop_patience: int = field(default=2, metadata={
+        "help": "evaluations in a row that must meet stop_when"})
     save_every: int = field(default=1000, metadata={"help": "0: only at the end (and on Ctrl-C)"})
     keep_last_n: int = field(default=5, metadata={
         "help": "numbered checkpoints kept for averaging (§6.1 averages the last 5)"})
@@ -355,6 +374,10 @@ class TrainConfig(Config):
             _fail("precision", self.precision, f"must be one of {', '.join(PRECISIONS)}")
         if self.metrics_format not in METRICS_FORMATS:
             _fail("metrics_format", self.metrics_format, f"must be one of {', '.join(METRICS_FORMATS)}")
+        if self.stop_when is not None:
+            parse_stop_when(self.stop_when)
+        if self.stop_patience <= 0:
+            _fail("stop_patience", self.stop_patience, "must be a positive integer")
 
 
 @dataclass

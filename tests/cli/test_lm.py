@@ -109,7 +109,7 @@ def test_existing_run_is_not_overwritten(tmp_path, capsys):
 
 
 def test_python_api_trains_saves_and_loads(tmp_path):
-    from aiayn.tasks.language_model import experiment, train_lm
+    from aiayn.tasks.language_model import experiment, train
 
     text = tmp_path / "fox.txt"
     text.write_text(FOX * 40, encoding="utf-8")
@@ -118,8 +118,8 @@ def test_python_api_trains_saves_and_loads(tmp_path):
                       "train": {"lr_schedule": "constant", "lr": 1e-3, "warmup_steps": 2,
                                 "max_steps": 3, "max_tokens": 512, "tensorboard": False,
                                 "progress": False}})
-    result = train_lm(exp, texts=[text], out=tmp_path / "m", say=lambda s: None)
-    assert result.step == 3 and "valid_loss" in result.metrics
+    result = train(exp, out=tmp_path / "m", say=lambda s: None, texts=[text])
+    assert result.step == 3 and "valid_loss" in result.metrics and result.folder == tmp_path / "m"
     lm = LanguageModel.load(tmp_path / "m")
     assert lm.model.config.positions == "sinusoidal" and lm.model.config.vocab_size == 32
     assert isinstance(lm.generate("the", 5, temperature=0.8, top_p=0.9, seed=0), str)
@@ -148,9 +148,9 @@ def test_python_api_uses_the_same_defaults_as_the_cli(tmp_path):
               "model.d_ff=32"]
     assert main(["lm", "train", "lm-char", *common, "--text", str(text),
                  "--out", str(tmp_path / "cli")]) == 0
-    from aiayn.tasks.language_model import train_lm
-    train_lm(experiment("lm-char", common), texts=[str(text)], out=tmp_path / "py",
-             say=lambda s: None)
+    from aiayn.tasks.language_model import train
+    train(experiment("lm-char", common), texts=[str(text)], out=tmp_path / "py",
+          say=lambda s: None)
     from aiayn.training.checkpoint import load_train_state
 
     saved = [json.loads((tmp_path / d / "config.json").read_text())["experiment"]

@@ -259,9 +259,9 @@ def test_bad_input_is_one_line_non_zero_and_leaves_folders_alone(trained, capsys
 def test_a_failed_save_is_one_line_naming_the_intact_step(tmp_path, capsys, monkeypatch, failure):
     import errno
 
-    import aiayn.training.trainer as trainer
+    import aiayn.training.trainer_state as trainer_state
 
-    real, calls = trainer.save_train_state, []
+    real, calls = trainer_state.save_train_state, []
 
     def disk_full_on_second_save(out, state):
         calls.append(state["step"])
@@ -272,7 +272,7 @@ def test_a_failed_save_is_one_line_naming_the_intact_step(tmp_path, capsys, monk
             raise OSError(errno.ENOSPC, "No space left on device", str(out / "train_state.pt"))
         real(out, state)
 
-    monkeypatch.setattr(trainer, "save_train_state", disk_full_on_second_save)
+    monkeypatch.setattr(trainer_state, "save_train_state", disk_full_on_second_save)
     code, out, err = run(capsys, "train", write_config(tmp_path), "--out", tmp_path / "m")
     last = err.strip().splitlines()[-1]  # after the run's progress lines
     assert code == 2 and "Traceback" not in err and last.startswith("aiayn: error: ")

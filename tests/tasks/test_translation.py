@@ -1,4 +1,4 @@
-"""The Translator (aiayn.load(DIR).translate) on a small model trained here by train_translation."""
+"""The Translator (aiayn.load(DIR).translate) on a small model trained here by translation.train."""
 
 import os
 import signal
@@ -15,7 +15,7 @@ from aiayn.cli import main
 from aiayn.data.batching import pad_ids
 from aiayn.errors import UserError
 from aiayn.generation.search import greedy_search
-from aiayn.tasks.translation import Translator, decode_ids, experiment, train_translation
+from aiayn.tasks.translation import Translator, decode_ids, experiment, train
 from tests.builders import WORDS, digit_pairs, write_config, write_pairs
 
 
@@ -36,9 +36,9 @@ def tiny_experiment(tmp, steps=500, **train):
 @pytest.fixture(scope="module")
 def model_dir(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("translator")
-    result, out = train_translation(tiny_experiment(tmp), out=tmp / "model", say=lambda m: None)
-    assert result.step == 500
-    return out
+    result = train(tiny_experiment(tmp), out=tmp / "model", say=lambda m: None)
+    assert result.step == 500 and result.folder == tmp / "model"
+    return result.folder
 
 
 @pytest.fixture(scope="module")
@@ -179,8 +179,7 @@ def test_source_eos_is_trained_recorded_and_read_back(tmp_path):
 
     exp = tiny_experiment(tmp_path, steps=20, save_every=0)
     exp.data.source_eos = True
-    _, out = train_translation(exp, out=tmp_path / "model", say=lambda m: None)
-    loaded = aiayn.load(out)
+    loaded = aiayn.load(train(exp, out=tmp_path / "model", say=lambda m: None).folder)
     assert loaded.meta["source_eos"] is True
     assert loaded.encode_source("3 1 4") == loaded.tokenizer.encode("3 1 4") + [EOS]
     ids = encode_pairs(loaded.tokenizer, [("3 1 4", "drei eins vier")], 64, source_eos=True)
@@ -205,7 +204,7 @@ def test_worker_processes_give_the_same_translations(translator, beam):
 def test_auto_workers_are_one_process_per_cpu_thread(translator, monkeypatch):
     """workers="auto" (the CLI's default): as many processes as torch has CPU threads, each
     batch decoded as in one process; one process on a GPU or off Linux."""
-    import aiayn.tasks.translation as translation
+    import aiayn.generation.search as search
     from aiayn.errors import ConfigError
     from aiayn.generation.workers import resolve_workers
 
@@ -215,8 +214,8 @@ def test_auto_workers_are_one_process_per_cpu_thread(translator, monkeypatch):
         used.append(workers)
         return map_batches(fn, batches, workers)
 
-    map_batches = translation.map_batches
-    monkeypatch.setattr(translation, "map_batches", spy)
+    map_batches = search.map_batches
+    monkeypatch.setattr(search, "map_batches", spy)
     sources = [s for s, _ in digit_pairs(24, 12)]
     before = torch.get_num_threads()
     try:

@@ -150,6 +150,19 @@ def test_sigterm_stops_every_process_after_the_same_update_and_saves(tmp_path):
     assert resumed.returncode == 0, resumed.stderr[-2000:]
 
 
+def test_a_saturated_validation_stops_every_process_after_the_same_update(tmp_path):
+    """Rank 0 alone evaluates; its decision (train.stop_when met twice in a row, at the
+    evaluations of steps 2 and 4) reaches every process before the next update."""
+    config = write_config(tmp_path, max_steps=1000, eval_every=2, save_every=0)
+    two = torchrun("train", config, *EXACT, "train.stop_when=valid_loss<=1000", "--out",
+                   tmp_path / "model")
+    assert two.returncode == 0, two.stderr[-2000:]
+    assert two.stdout.count("trained 4 steps") == 1 and "(stopped by saturated)" in two.stdout
+    assert two.stderr.count("stopped at step 4: valid_loss ") == 1
+    state = torch.load(tmp_path / "model" / "train_state.pt", weights_only=True)
+    assert state["step"] == 4 and state["world"]["size"] == 2
+
+
 def test_resume_with_another_number_of_processes_keeps_the_batches_per_update(tmp_path, capsys):
     config = write_config(tmp_path, max_steps=4, save_every=2)
     out = tmp_path / "model"

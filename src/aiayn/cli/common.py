@@ -233,10 +233,11 @@ def split_overrides(args: argparse.Namespace) -> list[str]:
     return overrides + rest
 
 
-def report_training(result, out, details: str = "") -> int:
+def report_training(result, details: str = "") -> int:
     """The last line of every training command (steps, time, why it stopped, then `details`,
     e.g. the validation scores); the exit code: 130 (Ctrl-C) or 143 (SIGTERM) when interrupted
     (saved, resumable)."""
+    out = result.folder
     if result.interrupted:
         how = "stopped by SIGTERM" if result.stopped_by == "sigterm" else "interrupted"
         print(f"aiayn: {how} at step {result.step}; saved to {out} "

@@ -78,7 +78,7 @@ def _data_options(p: argparse.ArgumentParser) -> None:
 
 
 def _train(args: argparse.Namespace) -> int:
-    from aiayn.tasks.text_classification import experiment, train_classifier
+    from aiayn.tasks.text_classification import experiment, train
 
     overrides = split_overrides(args)
     if args.valid and not args.train:
@@ -86,10 +86,10 @@ def _train(args: argparse.Namespace) -> int:
     data = {"train": args.train, "valid": args.valid, "corpus": None} if args.train else \
         {"corpus": args.corpus, "train": None, "valid": None} if args.corpus else None
     exp = experiment(args.config, overrides, out=args.out, data=data)
-    result, test = train_classifier(exp, resume=args.resume, say=say)
+    result = train(exp, resume=args.resume, say=say)
     details = percent("valid accuracy", result.metrics.get("valid_accuracy")) + \
-        percent("test accuracy", test)
-    return report_training(result, exp.out, details)
+        percent("test accuracy", result.metrics.get("test_accuracy"))
+    return report_training(result, details)
 
 
 def _texts(args: argparse.Namespace) -> list[str]:

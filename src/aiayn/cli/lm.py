@@ -82,19 +82,17 @@ def _data_options(p: argparse.ArgumentParser) -> None:
 
 
 def _train(args: argparse.Namespace) -> int:
-    from aiayn.tasks.language_model import experiment, train_lm
-    from aiayn.training.experiment import require_out
+    from aiayn.tasks.language_model import experiment, train
 
     overrides = split_overrides(args)
     data = {"corpus": args.corpus} if args.corpus else {"corpus": None} if args.text else None
     exp = experiment(args.config, overrides, out=args.out, data=data)
-    result = train_lm(exp, texts=args.text or (), valid_texts=args.valid, resume=args.resume,
-                      say=say)
-    out = require_out(exp, args.out)
-    m = result.metrics
+    result = train(exp, resume=args.resume, say=say, texts=args.text or (),
+                   valid_texts=args.valid)
+    out, m = result.folder, result.metrics
     valid = f", {result.tokens:,} tokens, valid loss {m['valid_loss']:.3f} " \
         f"({m['valid_bpb']:.3f} bits/byte)" if "valid_loss" in m else f", {result.tokens:,} tokens"
-    code = report_training(result, out, valid)
+    code = report_training(result, valid)
     if not result.interrupted:
         print(f"generate with: aiayn generate --model {out} --prompt {_prompt_hint(args)}")
     return code

@@ -128,7 +128,7 @@ def _translate_opts(args: argparse.Namespace) -> dict:
 
 
 def _train(args: argparse.Namespace) -> int:
-    from aiayn.tasks.translation import experiment, train_translation
+    from aiayn.tasks.translation import experiment, train
 
     task = config_task_of(args)  # a config of another task: that task's command trains it
     if task != "translation":
@@ -138,10 +138,9 @@ def _train(args: argparse.Namespace) -> int:
     if args.config is None:
         raise UserError("give a CONFIG: a file, a built-in config (`aiayn configs`) or a preset")
     exp = experiment(args.config, overrides, out=args.out)
-    result, out = train_translation(exp, resume=args.resume,
-                                    say=lambda m: print(m, file=sys.stderr))
+    result = train(exp, resume=args.resume, say=lambda m: print(m, file=sys.stderr))
     scores = {k: v for k, v in result.metrics.items() if k.startswith("valid_")}
-    return report_training(result, out, "".join(f", {k} {v:.4g}" for k, v in scores.items()))
+    return report_training(result, "".join(f", {k} {v:.4g}" for k, v in scores.items()))
 
 
 @runs_model

@@ -62,16 +62,16 @@ def _data_options(p: argparse.ArgumentParser) -> None:
 
 
 def _train(args: argparse.Namespace) -> int:
-    from aiayn.tasks.image_classification import experiment, train_vit
+    from aiayn.tasks.image_classification import experiment, train
 
     overrides = split_overrides(args)
     data = {"images": args.images, "corpus": None} if args.images else \
         {"corpus": args.corpus, "images": None} if args.corpus else None
     exp = experiment(args.config, overrides, out=args.out, data=data)
-    result, test_accuracy = train_vit(exp, resume=args.resume, say=say)
+    result = train(exp, resume=args.resume, say=say)
     details = percent("valid accuracy", result.metrics.get("valid_accuracy")) + \
-        percent("test accuracy", test_accuracy)
-    return report_training(result, exp.out, details)
+        percent("test accuracy", result.metrics.get("test_accuracy"))
+    return report_training(result, details)
 
 
 def _predict(args: argparse.Namespace) -> int:

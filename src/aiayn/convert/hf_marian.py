@@ -35,7 +35,7 @@ import torch
 from torch import Tensor
 
 from aiayn.config import TransformerConfig
-from aiayn.convert import TO_HF_ACTIVATION, activation_from_hf
+from aiayn.convert import TO_HF_ACTIVATION, activation_from_hf, read_hf_folder
 from aiayn.data.special import BOS, EOS, PAD, SPECIAL_TOKENS, UNK_TOKEN
 from aiayn.errors import UserError
 from aiayn.models.transformer import Transformer
@@ -298,6 +298,29 @@ def build_tokenizer(folder: Path, kind: str, tokens: list[str | None],
     return hf, True
 
 
+def load_hf_folder(folder: Path) -> tuple[Transformer, Any, dict[str, Any]]:
+    """A MarianMTModel folder (config.json + model.safetensors, with OPUS-MT's vocab.json +
+    source.spm or a tokenizer.json) -> (the aiayn Transformer, its `tokenizers` tokenizer, the
+    folder's notes: "source_eos", and Marian's own search unless the folder is aiayn's export)."""
+    hf_config, state, config_path = read_hf_folder(folder, "Marian")
+    require_marian(hf_config, str(config_path))
+    rows = next((state[k].shape[0] for k in ("model.shared.weight",
+                                               "model.encoder.embed_tokens.weight") if k in state), None)
+    if rows is None:
+        raise UserError(f"{folder / 'model.safetensors'}: no model.shared.weight (not a "
+                        "MarianMTModel checkpoint?)")
+    tokens, kind = read_vocabulary(folder, rows)
+    order = vocabulary_order(hf_config, tokens, str(config_path))
+    config = config_from_hf(hf_config, len(order), str(config_path))
+    model = Transformer(config)
+    model.load_state_dict(from_hf_state_dict(state, config, order, str(folder)))
+    hf, source_eos = build_tokenizer(folder, kind, tokens, order)
+    meta: dict[str, Any] = {"source_eos": source_eos}
+    if "aiayn" not in hf_config:  # a Marian model's own search (aiayn's exports keep §6.1's)
+        meta["generation"] = generation_from_hf(folder, hf_config)
+    return model.eval(), hf, meta
+
+
 def _tokenizer_config(folder: Path) -> dict[str, Any]:
     path = folder / "tokenizer_config.json"
     try:
@@ -308,6 +331,6 @@ def _tokenizer_config(folder: Path) -> dict[str, Any]:
 
 
 __all__ = ["build_tokenizer", "config_from_hf", "config_to_hf", "from_hf_state_dict",
-           "generation_from_hf",
+           "generation_from_hf", "load_hf_folder",
            "position_permutation", "read_vocabulary", "require_marian", "to_hf_state_dict",
            "vocabulary_order"]

@@ -10,14 +10,18 @@ the same split on every machine and no file is in two splits. By default the cor
 ``max_bytes`` of source so it loads and tokenizes in seconds; the files kept are the first ones in
 an order given by another hash of the path (stable, and spread over the whole library), so each
 split keeps its share.
+
+A language model's own text files are documents too: read_documents reads them (one file, one
+document) and hold_out_tail keeps the last lines of each for validation.
 """
 
 from __future__ import annotations
 
 import hashlib
+import math
 import os
 import sysconfig
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -108,5 +112,35 @@ def shared_documents(corpus: TextCorpus) -> set[str]:
             if seen.setdefault(name, split) != split}
 
 
-__all__ = ["TEXT_CORPORA", "load_text_corpus", "python_stdlib", "shared_documents",
-           "split_of", "stdlib_files"]
+# -- the user's own text files as documents ------------------------------------------------
+
+def read_documents(paths: Sequence[str | Path]) -> list[Document]:
+    """Each file is one document (name, UTF-8 text)."""
+    docs = []
+    for path in paths:
+        path = Path(path)
+        try:
+            docs.append((str(path), path.read_text(encoding="utf-8")))
+        except FileNotFoundError:
+            raise UserError(f"{path}: no such file") from None
+        except UnicodeDecodeError as e:
+            raise UserError(f"{path}: not UTF-8 text (byte {e.start})") from None
+        except OSError as e:
+            raise UserError(f"{path}: cannot read ({e.strerror})") from None
+    return docs
+
+
+def hold_out_tail(docs: Sequence[Document], frac: float) -> tuple[list[Document], list[Document]]:
+    """Split each document at a line break: the last `frac` of its lines go to validation."""
+    train, valid = [], []
+    for name, text in docs:
+        lines = text.splitlines(keepends=True)
+        cut = len(lines) - (math.ceil(len(lines) * frac) if frac > 0 and len(lines) > 1 else 0)
+        train.append((name, "".join(lines[:cut])))
+        if cut < len(lines):
+            valid.append((name + " (tail)", "".join(lines[cut:])))
+    return train, valid
+
+
+__all__ = ["TEXT_CORPORA", "hold_out_tail", "load_text_corpus", "python_stdlib",
+           "read_documents", "shared_documents", "split_of", "stdlib_files"]

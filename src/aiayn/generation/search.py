@@ -8,19 +8,26 @@ EncoderDecoderStep (aiayn.generation.steps) turns it into step(new_tokens, cache
 strategies (Sampler, BeamSearch) choose tokens; aiayn.generation.loop runs them.
 
 §6.1: maximum output length = input length + 50 (`max_extra`); padding and BOS are never emitted.
+decode_ids decodes many sentences of token ids: sorted by length into batches (little padding),
+optionally by several CPU processes (workers.py), and put back in the caller's order.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import torch
 from torch import Tensor
 
+from aiayn.data.batching import pad_ids
+from aiayn.data.special import BOS, EOS, PAD
 from aiayn.errors import ConfigError
 from aiayn.generation.beam import BeamSearch, Hypothesis, length_penalty
 from aiayn.generation.config import LENGTH_PENALTIES, GenerationConfig
 from aiayn.generation.loop import run
 from aiayn.generation.steps import EncoderDecoderStep
 from aiayn.generation.strategies import Sampler
+from aiayn.generation.workers import map_batches, resolve_workers
 
 
 def _max_lengths(src: Tensor, config: GenerationConfig) -> Tensor:
@@ -113,6 +120,50 @@ def beam_search(model, src: Tensor, *, beam: int = 4, alpha: float = 0.6,
     return [h[0].tokens if h else [] for h in hyps]
 
 
+# -- many sentences -------------------------------------------------------------------------
+
+def decode_ids(model, src_ids: Sequence[Sequence[int]], *, beam: int = 4, alpha: float = 0.6,
+               length_penalty: str = "gnmt", batch_size: int = 64, max_extra: int = 50,
+               device: str | torch.device = "cpu",
+               early_stopping: str = "exact", workers: int | str = 1,
+               no_repeat_ngram_size: int = 0) -> list[list[int]]:
+    """Token ids in -> token ids out (no BOS/EOS), in input order. beam=1 is greedy search.
+    no_repeat_ngram_size n > 0: no n-gram twice in an output (fairseq's and HF's option).
+    workers > 1: the batches are decoded by that many CPU processes at once (same outputs;
+    aiayn.generation.workers); "auto": one per CPU thread on a Linux CPU, else 1.
+
+    The output of each sentence is at most len(src) + max_extra tokens (§6.1: input + 50), and
+    never longer than the model's positions allow (max_len - 1, leaving room for BOS). That cap
+    is per batch (its longest source), so only a sentence within max_extra tokens of max_len can
+    get a different (shorter) limit in another batch.
+    """
+    # Checked here, before any batch is decoded (GenerationConfig names the bad parameter).
+    config = GenerationConfig(beam=beam, alpha=alpha, length_penalty=length_penalty,
+                              early_stopping=early_stopping, bos_id=BOS, eos_id=EOS, pad_id=PAD,
+                              max_extra=max_extra, no_repeat_ngram_size=no_repeat_ngram_size)
+    if batch_size < 1:
+        raise ConfigError(f"batch_size={batch_size}: must be a positive integer")
+    max_len = model.config.max_len
+    src_ids = [list(s)[:max_len] for s in src_ids]  # longer inputs are truncated
+    order = sorted(range(len(src_ids)), key=lambda i: len(src_ids[i]))
+    results: list[list[int]] = [[] for _ in src_ids]
+    todo = [i for i in order if src_ids[i]]  # an empty sentence translates to nothing
+    workers = resolve_workers(workers, device)
+    model.eval()
+
+    def translate_batch(rows: list[int]) -> list[list[int]]:
+        src = pad_ids([src_ids[i] for i in rows]).to(device)
+        # Positions 0..max_len-1 hold BOS and at most max_len - 1 output tokens.
+        extra = max(0, min(max_extra, max_len - 1 - src.shape[1]))
+        return search(model, src, config.replace(max_extra=extra))
+
+    batches = [todo[start:start + batch_size] for start in range(0, len(todo), batch_size)]
+    for rows, out in zip(batches, map_batches(translate_batch, batches, workers), strict=True):
+        for i, tokens in zip(rows, out, strict=True):
+            results[i] = tokens
+    return results
+
+
 __all__ = ["LENGTH_PENALTIES", "GenerationConfig", "Hypothesis", "beam_search",
-           "beam_search_hypotheses", "greedy_search", "length_penalty", "search",
+           "beam_search_hypotheses", "decode_ids", "greedy_search", "length_penalty", "search",
            "search_hypotheses"]

@@ -30,12 +30,11 @@ from aiayn.families import FAMILIES
 from aiayn.families import VIT as FAMILY
 from aiayn.folder import load_model, save_model
 from aiayn.models.vit import VisionTransformer
-from aiayn.training import distributed
-from aiayn.training.checkpoint import check_out_folder, check_resume
-from aiayn.training.experiment import Experiment, load_experiment, require_out
+from aiayn.training.experiment import Experiment, load_experiment
 from aiayn.training.losses import classification_loss
+from aiayn.training.run import TrainResult, start_run
 from aiayn.training.stream import BatchStream
-from aiayn.training.trainer import Trainer, TrainResult, seed_everything
+from aiayn.training.trainer import Trainer
 
 # -- data config ---------------------------------------------------------------------------------
 
@@ -183,29 +182,21 @@ class ImageClassifier:
 
 # -- train ---------------------------------------------------------------------------------------
 
-def train_vit(exp: Experiment, resume: bool = False, out: str | Path | None = None,
-              say: Callable[[str], None] = print) -> tuple[TrainResult, float]:
-    """Train a ViT into the folder `out` (or the experiment's). Returns (TrainResult, test
-    accuracy)."""
-    out = require_out(exp, out)
-    here = distributed.setup(exp.train.device)
-    say = say if here.is_main else distributed.silent
-    if here.is_main:
-        check_out_folder(out, resume)
-    data, train = exp.data, exp.train
+def train(exp: Experiment, resume: bool = False, out: str | Path | None = None,
+          say: Callable[[str], None] = print) -> TrainResult:
+    """Train a ViT into the folder `out` (or the experiment's). The result holds the test
+    accuracy (metrics["test_accuracy"]) when the corpus has test images."""
+    run = start_run(exp, resume, out, say)
+    say, data, train_cfg = run.say, exp.data, exp.train
     corpus = load_image_corpus(data)
     (x_train, y_train), (x_valid, y_valid) = corpus.splits["train"], corpus.splits["valid"]
     if len(y_train) == 0:
         raise UserError(f"{data.images or data.corpus}: no training images")
     cfg = exp.model_config(image_size=corpus.image_size, channels=corpus.channels,
                            n_classes=len(corpus.classes))
-    experiment = {"model": cfg.to_dict(), "data": data.to_dict()}
-    if resume:
-        check_resume(out, experiment)
     say(f"data: {len(y_train)} training, {len(y_valid)} validation, "
         f"{len(corpus.splits['test'][1])} test images of {corpus.channels}x{corpus.image_size}x"
         f"{corpus.image_size}, {len(corpus.classes)} classes")
-    seed_everything(train.seed)
     vit = VisionTransformer(cfg)
     say(f"model: {vit.num_parameters():,} parameters (d_model {cfg.d_model}, {cfg.n_layers} layers, "
         f"{cfg.n_patches} patches of {cfg.patch_size}x{cfg.patch_size})")
@@ -213,14 +204,15 @@ def train_vit(exp: Experiment, resume: bool = False, out: str | Path | None = No
     def evaluate(m) -> dict[str, float]:
         return {"valid_accuracy": accuracy(m, x_valid, y_valid)} if len(y_valid) else {}
 
-    meta = {"task": "image-classification", "classes": corpus.classes, "image_mode": corpus.mode,
-            "experiment": experiment}
-    trainer = Trainer(vit, train, image_batches(x_train, y_train, data, train.seed),
-                      lambda m, b: image_classification_loss(m, b, train.label_smoothing), out,
+    meta = {"task": "image-classification", "classes": corpus.classes, "image_mode": corpus.mode}
+    trainer = Trainer(vit, train_cfg, image_batches(x_train, y_train, data, train_cfg.seed),
+                      lambda m, b: image_classification_loss(m, b, train_cfg.label_smoothing), run,
                       family=FAMILY, meta=meta, evaluate=evaluate)
-    result = trainer.fit(resume=resume)
-    return result, accuracy(vit, *corpus.splits["test"])
+    result = trainer.fit()
+    if len(corpus.splits["test"][1]):
+        result.metrics["test_accuracy"] = accuracy(vit, *corpus.splits["test"])
+    return result
 
 
 __all__ = ["FAMILY", "ImageClassifier", "TASK", "VisionDataConfig",
-           "accuracy", "image_classification_loss", "experiment", "image_batches", "train_vit"]
+           "accuracy", "image_classification_loss", "experiment", "image_batches", "train"]

@@ -28,7 +28,7 @@ from torch import Tensor
 
 from aiayn.config import Config, _fail
 from aiayn.data.special import BOS, EOS, PAD, UNK
-from aiayn.data.stdlib_corpus import Document, load_text_corpus
+from aiayn.data.stdlib_corpus import Document, hold_out_tail, load_text_corpus, read_documents
 from aiayn.data.tokenizer import Tokenizer
 from aiayn.errors import ConfigError, UserError
 from aiayn.families import FAMILIES
@@ -37,11 +37,11 @@ from aiayn.folder import EXAMPLE_CHARS, load_model, require_new_folder, save_mod
 from aiayn.generation.lm import stream as stream_tokens
 from aiayn.models.decoder_lm import DecoderLM
 from aiayn.training import distributed
-from aiayn.training.checkpoint import check_out_folder, check_resume, mark_started
-from aiayn.training.experiment import Experiment, load_experiment, require_out
+from aiayn.training.experiment import Experiment, load_experiment
 from aiayn.training.losses import label_smoothed_nll
+from aiayn.training.run import TrainResult, start_run
 from aiayn.training.stream import BatchStream
-from aiayn.training.trainer import Trainer, TrainResult, seed_everything
+from aiayn.training.trainer import Trainer
 
 # -- data config ---------------------------------------------------------------------------------
 
@@ -94,34 +94,6 @@ def experiment(config: str | Path | dict[str, Any] | None = None, overrides: Seq
 
 
 # -- data: documents and token streams -----------------------------------------------------------
-
-def read_documents(paths: Sequence[str | Path]) -> list[Document]:
-    """Each file is one document (name, UTF-8 text)."""
-    docs = []
-    for path in paths:
-        path = Path(path)
-        try:
-            docs.append((str(path), path.read_text(encoding="utf-8")))
-        except FileNotFoundError:
-            raise UserError(f"{path}: no such file") from None
-        except UnicodeDecodeError as e:
-            raise UserError(f"{path}: not UTF-8 text (byte {e.start})") from None
-        except OSError as e:
-            raise UserError(f"{path}: cannot read ({e.strerror})") from None
-    return docs
-
-
-def hold_out_tail(docs: Sequence[Document], frac: float) -> tuple[list[Document], list[Document]]:
-    """Split each document at a line break: the last `frac` of its lines go to validation."""
-    train, valid = [], []
-    for name, text in docs:
-        lines = text.splitlines(keepends=True)
-        cut = len(lines) - (math.ceil(len(lines) * frac) if frac > 0 and len(lines) > 1 else 0)
-        train.append((name, "".join(lines[:cut])))
-        if cut < len(lines):
-            valid.append((name + " (tail)", "".join(lines[cut:])))
-    return train, valid
-
 
 def prompt_example(splits: dict[str, list[Document]]) -> str:
     """A prompt from the corpus (for the explorer): the first words of its first non-empty
@@ -371,30 +343,25 @@ def load_splits(data: LMDataConfig, texts: Sequence[str | Path] = (),
     return load_text_corpus(data.corpus, max_bytes=data.max_bytes)  # train / valid / test
 
 
-def train_lm(exp: Experiment, texts: Sequence[str | Path] = (),
-             valid_texts: Sequence[str | Path] = (), resume: bool = False,
-             out: str | Path | None = None, say: Callable[[str], None] = print) -> TrainResult:
+def train(exp: Experiment, resume: bool = False, out: str | Path | None = None,
+          say: Callable[[str], None] = print, *, texts: Sequence[str | Path] = (),
+          valid_texts: Sequence[str | Path] = ()) -> TrainResult:
     """Train a language model into the folder `out` (or the experiment's): tokenizer, config,
-    weights, train state, metrics. A resumed run must use the same model and data settings;
-    train settings (e.g. a larger max_steps) may change. Returns the Trainer's TrainResult."""
-    out = require_out(exp, out)
-    here = distributed.setup(exp.train.device)
-    say = say if here.is_main else distributed.silent
-    if here.is_main:
-        check_out_folder(out, resume)
-    data, train = exp.data, exp.train
+    weights, train state, metrics; on `texts` (else data.corpus), validated on `valid_texts`
+    (else held-out tails). A resumed run must use the same model and data settings and texts;
+    train settings (e.g. a larger max_steps) and the validation files may change."""
+    run = start_run(exp, resume, out, say, may_change=("valid_texts",),
+                    inputs={"texts": [str(p) for p in texts],
+                            "valid_texts": [str(p) for p in valid_texts]})
+    say, data, cfg = run.say, exp.data, exp.train
     t0 = time.monotonic()
     splits = load_splits(data, texts, valid_texts)
     if resume:
-        tokenizer = Tokenizer.load(out)
+        tokenizer = Tokenizer.load(run.folder)
     else:
         tokenizer = Tokenizer.train([t for _, t in splits["train"]], data.vocab_size, data.tokenizer)
     distributed.check_same(tokenizer.to_json(), "the tokenizer")
     model_cfg = exp.model_config(vocab_size=tokenizer.vocab_size, pad_id=PAD)
-    experiment = {"model": model_cfg.to_dict(), "data": data.to_dict(),
-                  "texts": [str(p) for p in texts], "valid_texts": [str(p) for p in valid_texts]}
-    if resume:
-        check_resume(out, {k: experiment[k] for k in ("model", "data", "texts")})
     block_len = data.block_len or model_cfg.max_len
     if model_cfg.positions == "learned" and block_len > model_cfg.max_len:
         raise UserError(f"data.block_len={block_len} exceeds model.max_len={model_cfg.max_len}")
@@ -402,11 +369,10 @@ def train_lm(exp: Experiment, texts: Sequence[str | Path] = (),
     say(f"data: {len(splits['train'])} training documents ({stream.numel():,} tokens), "
         f"{len(splits['valid'])} validation documents, vocabulary {tokenizer.vocab_size} "
         f"({time.monotonic() - t0:.1f} s)")
-    seed_everything(train.seed)
     lm = DecoderLM(model_cfg)
     say(f"model: {lm.num_parameters():,} parameters (d_model {model_cfg.d_model}, "
         f"{model_cfg.n_layers} layers, {model_cfg.n_heads} heads)")
-    batches = block_batches(stream, block_len, max(1, train.max_tokens // block_len), train.seed)
+    batches = block_batches(stream, block_len, max(1, cfg.max_tokens // block_len), cfg.seed)
 
     def evaluate(m) -> dict[str, float]:
         if not splits["valid"]:
@@ -414,15 +380,14 @@ def train_lm(exp: Experiment, texts: Sequence[str | Path] = (),
         r = score_documents(m, tokenizer, splits["valid"], block_len, data.eval_tokens)
         return {"valid_loss": r["loss"], "valid_ppl": r["perplexity"], "valid_bpb": r["bits_per_byte"]}
 
-    if not resume and here.is_main:
-        mark_started(out)
-        tokenizer.save(out)
-    trainer = Trainer(lm, train, batches, lambda m, b: lm_loss(m, b, train.label_smoothing), out,
-                      family=FAMILY, meta={"task": "language-modeling", "experiment": experiment,
+    if run.begin_folder():
+        tokenizer.save(run.folder)
+    trainer = Trainer(lm, cfg, batches, lambda m, b: lm_loss(m, b, cfg.label_smoothing), run,
+                      family=FAMILY, meta={"task": "language-modeling",
                                            "example": prompt_example(splits)},
                       evaluate=evaluate)
-    return trainer.fit(resume=resume)
+    return trainer.fit()
 
 
 __all__ = ["LMDataConfig", "LanguageModel", "TASK", "block_batches", "experiment", "import_hf_gpt2",
-           "lm_loss", "score_documents", "score_tokens", "train_lm"]
+           "lm_loss", "score_documents", "score_tokens", "train"]

@@ -34,7 +34,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from aiayn.config import Config, TrainConfig, _fail
+from aiayn.config import Config, _fail
 from aiayn.data.batching import pad_ids
 from aiayn.data.mlm import IGNORE_INDEX, mask_tokens
 from aiayn.data.special import BOS, EOS, PAD, UNK
@@ -45,21 +45,12 @@ from aiayn.families import FAMILIES
 from aiayn.folder import EXAMPLE_CHARS, load_model, save_model
 from aiayn.models.encoder import EncoderModel
 from aiayn.training import distributed
-from aiayn.training.checkpoint import (
-    TRAIN_STATE_FILE,
-    check_out_folder,
-    check_resume,
-    load_train_state,
-)
-from aiayn.training.experiment import (
-    Experiment,
-    build_model_config,
-    load_experiment,
-    require_out,
-)
+from aiayn.training.checkpoint import TRAIN_STATE_FILE, load_train_state
+from aiayn.training.experiment import Experiment, build_model_config, load_experiment
 from aiayn.training.losses import classification_loss
+from aiayn.training.run import Run, TrainResult, start_run
 from aiayn.training.stream import BatchStream
-from aiayn.training.trainer import Trainer, TrainResult, seed_everything
+from aiayn.training.trainer import Trainer
 
 # -- data config ---------------------------------------------------------------------------------
 
@@ -323,15 +314,15 @@ def _with_classifier(enc: TextEncoder, labels: list[str]) -> TextEncoder:
                        max_len=enc.max_len)
 
 
-def _pretrain(enc: TextEncoder, ids: list[list[int]], train: TrainConfig, data: ClassifyDataConfig,
-              out: Path, meta: dict[str, Any], say: Callable[[str], None]) -> TextEncoder:
+def _pretrain(enc: TextEncoder, ids: list[list[int]], run: Run, exp: Experiment) -> TextEncoder:
     """Stage 1: masked-LM pretraining into out/pretrain (resumed, or skipped when complete)."""
-    folder = out / PRETRAIN_DIR
+    folder, data, train = run.folder / PRETRAIN_DIR, exp.data, exp.train
     resume = (folder / TRAIN_STATE_FILE).is_file()
     if resume and load_train_state(folder)["step"] >= data.mlm_steps:
-        say(f"masked-LM pretraining: complete in {folder}")
+        run.say(f"masked-LM pretraining: complete in {folder}")
         return TextEncoder.load(folder)
-    if not resume and distributed.world().is_main:
+    stage = run.stage(folder, resume)
+    if stage.begin_folder():
         enc.save(folder)
     special = [enc.special[k] for k in ("pad", "cls", "sep", "unk") if k in enc.special]
     vocab = enc.model.config.vocab_size
@@ -339,65 +330,57 @@ def _pretrain(enc: TextEncoder, ids: list[list[int]], train: TrainConfig, data: 
                           corrupt=lambda x, g: mask_tokens(x, enc.special["mask"], vocab, special, g,
                                                            rate=data.mlm_rate))
     cfg = train.replace(max_steps=data.mlm_steps, eval_every=0, max_minutes=None)
-    say(f"masked-LM pretraining: {data.mlm_steps} steps into {folder}")
-    meta = {**meta, "task": "masked-lm", "special_ids": enc.special, "labels": []}
-    Trainer(enc.model, cfg, stream, masked_lm_loss, folder, family=FAMILY, meta=meta).fit(resume=resume)
+    run.say(f"masked-LM pretraining: {data.mlm_steps} steps into {folder}")
+    meta = {**enc.meta, "task": "masked-lm", "special_ids": enc.special, "labels": []}
+    Trainer(enc.model, cfg, stream, masked_lm_loss, stage, family=FAMILY, meta=meta).fit()
     return TextEncoder.load(folder)
 
 
-def _prepare(exp: Experiment, out: Path, resume: bool, splits: dict[str, list[Example]],
-             experiment: dict[str, Any], say: Callable[[str], None]) -> tuple[TextEncoder, bool]:
+def _prepare(exp: Experiment, run: Run, splits: dict[str, list[Example]]) -> tuple[TextEncoder, bool]:
     """The encoder to fine-tune (pretrained first when asked); True if fine-tuning resumes."""
     data = exp.data
-    if not resume and distributed.world().is_main:
-        check_out_folder(out, False)
-    if resume and (out / TRAIN_STATE_FILE).is_file():
-        check_resume(out, experiment)
-        return TextEncoder.load(out), True
-    if resume:  # the pretraining stage was interrupted: same tokenizer, weights from its state
-        if not (out / PRETRAIN_DIR / TRAIN_STATE_FILE).is_file():
-            raise UserError(f"{out / TRAIN_STATE_FILE}: not found: nothing to resume")
-        check_resume(out / PRETRAIN_DIR, experiment)
-        enc = TextEncoder.load(out / PRETRAIN_DIR)
+    if run.resume and (run.folder / TRAIN_STATE_FILE).is_file():
+        return TextEncoder.load(run.folder), True
+    if run.resume:  # the pretraining stage was interrupted: same tokenizer, weights from its state
+        enc = TextEncoder.load(run.folder / PRETRAIN_DIR)
     else:
         enc = _new_encoder(exp, [t for t, _ in splits["train"]])
         distributed.check_same(enc.tokenizer.to_json(), "the tokenizer")
+        run.begin_folder()
     if data.mlm_steps:
         if enc.model.mlm is None or "mask" not in enc.special:
             raise UserError(f"{exp.source}: data.mlm_steps={data.mlm_steps}: the model has no "
                             "masked-LM head (or no [MASK] token); set data.mlm_steps=0")
         ids = [enc.token_ids(t) for t, _ in splits["train"]]
-        enc = _pretrain(enc, ids, exp.train, data, out, {**enc.meta, "experiment": experiment}, say)
+        enc = _pretrain(enc, ids, run, exp)
     return enc, False
 
 
-def train_classifier(exp: Experiment, resume: bool = False, out: str | Path | None = None,
-                     say: Callable[[str], None] = print) -> tuple[TrainResult, float | None]:
+def train(exp: Experiment, resume: bool = False, out: str | Path | None = None,
+          say: Callable[[str], None] = print) -> TrainResult:
     """Train (optionally MLM-pretrain, then fine-tune) a text classifier into `out` (or the
-    experiment's). Returns (TrainResult, test accuracy or None)."""
-    out = require_out(exp, out)
-    here = distributed.setup(exp.train.device)
-    say = say if here.is_main else distributed.silent
-    data, train = exp.data, exp.train
-    experiment = {"model": exp.model, "data": data.to_dict()}
+    experiment's). The result holds the test accuracy (metrics["test_accuracy"]) when the
+    corpus has a test split."""
+    run = start_run(exp, resume, out, say, stage=PRETRAIN_DIR)
+    say, data, train_cfg = run.say, exp.data, exp.train
     splits = load_examples(data)
     labels = _label_names(splits, data)
     say(f"data: {len(splits['train'])} training, {len(splits['valid'])} validation examples, "
         f"{len(labels)} labels")
-    seed_everything(train.seed)
-    enc, resuming = _prepare(exp, out, resume, splits, experiment, say)
+    enc, resuming = _prepare(exp, run, splits)
     if not resuming:
         enc = _with_classifier(enc, labels)
-        if here.is_main:
-            enc.save(out)  # tokenizer and special ids beside the weights the Trainer writes
+        if run.world.is_main:
+            enc.save(run.folder)  # tokenizer and special ids beside the weights the Trainer writes
     cfg = enc.model.config
     say(f"model: {enc.model.num_parameters():,} parameters (d_model {cfg.d_model}, "
         f"{cfg.n_layers} layers), vocabulary {cfg.vocab_size}")
-    enc.device = torch.device(distributed.process_device(train.device))  # where the Trainer puts the model
+    # where the Trainer puts the model
+    enc.device = torch.device(distributed.process_device(train_cfg.device))
     index = {y: i for i, y in enumerate(labels)}
     targets = torch.tensor([index[y] for _, y in splits["train"]])
     ids = [enc.token_ids(t) for t, _ in splits["train"]]
-    stream = text_batches(ids, targets, data.batch_size, train.seed, enc.special["pad"])
+    stream = text_batches(ids, targets, data.batch_size, train_cfg.seed, enc.special["pad"])
 
     def evaluate(m) -> dict[str, float]:
         # m: the weights the folder holds (the running average, if on), not the run's own
@@ -406,16 +389,16 @@ def train_classifier(exp: Experiment, resume: bool = False, out: str | Path | No
         return {"valid_accuracy": scorer.evaluate(splits["valid"])} if splits["valid"] else {}
 
     meta = {**enc.meta, "task": "text-classification", "special_ids": enc.special,
-            "labels": labels, "experiment": experiment,
-            "example": (splits["valid"] or splits["train"])[0][0][:EXAMPLE_CHARS]}
-    trainer = Trainer(enc.model, train, stream,
-                      lambda m, b: text_classification_loss(m, b, train.label_smoothing),
-                      out, family=FAMILY, meta=meta, evaluate=evaluate)
-    result = trainer.fit(resume=resuming)
-    test = enc.evaluate(splits["test"]) if splits.get("test") else None
-    return result, test
+            "labels": labels, "example": (splits["valid"] or splits["train"])[0][0][:EXAMPLE_CHARS]}
+    trainer = Trainer(enc.model, train_cfg, stream,
+                      lambda m, b: text_classification_loss(m, b, train_cfg.label_smoothing),
+                      run.stage(run.folder, resuming), family=FAMILY, meta=meta, evaluate=evaluate)
+    result = trainer.fit()
+    if splits.get("test"):
+        result.metrics["test_accuracy"] = enc.evaluate(splits["test"])
+    return result
 
 
 __all__ = ["ClassifyDataConfig", "TASK", "TextEncoder", "experiment", "import_hf_bert",
            "load_examples", "masked_lm_loss", "text_batches", "text_classification_loss",
-           "train_classifier"]
+           "train"]

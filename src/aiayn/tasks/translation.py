@@ -2,8 +2,8 @@
 
     from aiayn.tasks import translation
     exp = translation.experiment("demo", ["train.max_minutes=2"], out="demo-model")
-    result, folder = translation.train_translation(exp)
-    translation.Translator.load(folder).translate(["March 5, 2024"], beam=4)   # ["5. März 2024"]
+    result = translation.train(exp)                            # result.folder: the model
+    translation.Translator.load(result.folder).translate(["March 5, 2024"])  # ["5. März 2024"]
 
 The same skeleton as every module of aiayn.tasks: data config, reading the data,
 batches, loss, evaluation, the user-facing object (Translator), training. The folder it writes
@@ -28,24 +28,22 @@ import torch
 from torch import nn
 
 from aiayn.config import Config, _fail
-from aiayn.data.batching import Batch, collate, pad_ids, token_batches
+from aiayn.data.batching import Batch, collate, token_batches
 from aiayn.data.parallel import Pair, filter_long, read_parallel
 from aiayn.data.special import BOS, BOS_TOKEN, EOS, PAD
 from aiayn.data.tokenizer import Tokenizer
-from aiayn.errors import ConfigError, UserError
+from aiayn.errors import UserError
 from aiayn.families import FAMILIES
 from aiayn.families import TRANSLATION as FAMILY
 from aiayn.folder import EXAMPLE_CHARS, load_model, save_model
-from aiayn.generation.config import GenerationConfig
-from aiayn.generation.search import search
-from aiayn.generation.workers import map_batches, resolve_workers
+from aiayn.generation.search import decode_ids
 from aiayn.models import Transformer
 from aiayn.training import distributed
-from aiayn.training.checkpoint import check_out_folder, check_resume, mark_started
-from aiayn.training.experiment import Experiment, load_experiment, require_out
+from aiayn.training.experiment import Experiment, load_experiment
 from aiayn.training.losses import smoothed_cross_entropy
+from aiayn.training.run import TrainResult, start_run
 from aiayn.training.stream import BatchStream
-from aiayn.training.trainer import Trainer, TrainResult, seed_everything
+from aiayn.training.trainer import Trainer
 
 # -- data config ---------------------------------------------------------------------------------
 
@@ -167,50 +165,6 @@ def translation_loss(eps: float) -> Callable[[nn.Module, Batch], tuple[torch.Ten
         return loss.sum(), len(target), {"nll": nll.sum(), "accuracy": correct}
 
     return loss_fn
-
-
-# -- decoding ------------------------------------------------------------------------------------
-
-def decode_ids(model, src_ids: Sequence[Sequence[int]], *, beam: int = 4, alpha: float = 0.6,
-               length_penalty: str = "gnmt", batch_size: int = 64, max_extra: int = 50,
-               device: str | torch.device = "cpu",
-               early_stopping: str = "exact", workers: int | str = 1,
-               no_repeat_ngram_size: int = 0) -> list[list[int]]:
-    """Token ids in -> token ids out (no BOS/EOS), in input order. beam=1 is greedy search.
-    no_repeat_ngram_size n > 0: no n-gram twice in an output (fairseq's and HF's option).
-    workers > 1: the batches are decoded by that many CPU processes at once (same outputs;
-    aiayn.generation.workers); "auto": one per CPU thread on a Linux CPU, else 1.
-
-    The output of each sentence is at most len(src) + max_extra tokens (§6.1: input + 50), and
-    never longer than the model's positions allow (max_len - 1, leaving room for BOS). That cap
-    is per batch (its longest source), so only a sentence within max_extra tokens of max_len can
-    get a different (shorter) limit in another batch.
-    """
-    # Checked here, before any batch is decoded (GenerationConfig names the bad parameter).
-    config = GenerationConfig(beam=beam, alpha=alpha, length_penalty=length_penalty,
-                              early_stopping=early_stopping, bos_id=BOS, eos_id=EOS, pad_id=PAD,
-                              max_extra=max_extra, no_repeat_ngram_size=no_repeat_ngram_size)
-    if batch_size < 1:
-        raise ConfigError(f"batch_size={batch_size}: must be a positive integer")
-    max_len = model.config.max_len
-    src_ids = [list(s)[:max_len] for s in src_ids]  # longer inputs are truncated
-    order = sorted(range(len(src_ids)), key=lambda i: len(src_ids[i]))
-    results: list[list[int]] = [[] for _ in src_ids]
-    todo = [i for i in order if src_ids[i]]  # an empty sentence translates to nothing
-    workers = resolve_workers(workers, device)
-    model.eval()
-
-    def translate_batch(rows: list[int]) -> list[list[int]]:
-        src = pad_ids([src_ids[i] for i in rows]).to(device)
-        # Positions 0..max_len-1 hold BOS and at most max_len - 1 output tokens.
-        extra = max(0, min(max_extra, max_len - 1 - src.shape[1]))
-        return search(model, src, config.replace(max_extra=extra))
-
-    batches = [todo[start:start + batch_size] for start in range(0, len(todo), batch_size)]
-    for rows, out in zip(batches, map_batches(translate_batch, batches, workers), strict=True):
-        for i, tokens in zip(rows, out, strict=True):
-            results[i] = tokens
-    return results
 
 
 # -- evaluate ------------------------------------------------------------------------------------
@@ -381,63 +335,30 @@ def import_hf_marian(folder: str | Path, out: str | Path) -> Translator:
     """A transformers MarianMTModel folder (config.json + model.safetensors, with OPUS-MT's
     vocab.json + source.spm or a tokenizer.json) -> an aiayn translation folder `out` (new or
     empty) that translates as the Marian model does. Offline; see convert/hf_marian.py."""
-    from aiayn.convert import read_hf_folder
-    from aiayn.convert.hf_marian import (
-        build_tokenizer,
-        config_from_hf,
-        from_hf_state_dict,
-        generation_from_hf,
-        read_vocabulary,
-        require_marian,
-        vocabulary_order,
-    )
+    from aiayn.convert.hf_marian import load_hf_folder
     from aiayn.folder import require_new_folder
 
     folder, out = Path(folder), require_new_folder(out)
-    hf_config, state, config_path = read_hf_folder(folder, "Marian")
-    require_marian(hf_config, str(config_path))
-    rows = next((state[k].shape[0] for k in ("model.shared.weight",
-                                               "model.encoder.embed_tokens.weight") if k in state), None)
-    if rows is None:
-        raise UserError(f"{folder / 'model.safetensors'}: no model.shared.weight (not a "
-                        "MarianMTModel checkpoint?)")
-    tokens, kind = read_vocabulary(folder, rows)
-    order = vocabulary_order(hf_config, tokens, str(config_path))
-    config = config_from_hf(hf_config, len(order), str(config_path))
-    model = Transformer(config)
-    model.load_state_dict(from_hf_state_dict(state, config, order, str(folder)))
-    hf, source_eos = build_tokenizer(folder, kind, tokens, order)
-    meta = {"task": "translation", "source": str(folder), "imported": "hf-marian",
-            "source_eos": source_eos}
-    if "aiayn" not in hf_config:  # a Marian model's own search (aiayn's exports keep §6.1's)
-        meta["generation"] = generation_from_hf(folder, hf_config)
-    translator = Translator(model.eval(), Tokenizer(hf), "cpu", meta)
+    model, hf, notes = load_hf_folder(folder)
+    meta = {"task": "translation", "source": str(folder), "imported": "hf-marian", **notes}
+    translator = Translator(model, Tokenizer(hf), "cpu", meta)
     translator.save(out)
     return translator
 
 
 # -- train ---------------------------------------------------------------------------------------
 
-def train_translation(exp: Experiment, resume: bool = False, out: str | Path | None = None,
-                      say: Callable[[str], None] = print,
-                      meta: dict[str, Any] | None = None) -> tuple[TrainResult, Path]:
-    """Run (or resume) the experiment; returns the result and the model folder.
-
-    `meta` adds keys to the folder's config.json (e.g. {"demo": true})."""
-    out = require_out(exp, out)
-    here = distributed.setup(exp.train.device)
-    say = say if here.is_main else distributed.silent
-    if here.is_main:
-        check_out_folder(out, resume)
-    if resume:
-        # folders from before data.source_eos existed trained without it
-        check_resume(out, {"model": exp.model, "data": exp.data.to_dict()},
-                     added={"data.source_eos": False})
-    cfg, data = exp.train, exp.data
+def train(exp: Experiment, resume: bool = False, out: str | Path | None = None,
+          say: Callable[[str], None] = print, *, meta: dict[str, Any] | None = None) -> TrainResult:
+    """Run (or resume) the experiment into `out` (else the experiment's folder); the result
+    names the folder (result.folder). `meta` adds keys to its config.json ({"demo": true})."""
+    # folders from before data.source_eos existed trained without it
+    run = start_run(exp, resume, out, say, added={"data.source_eos": False})
+    say, cfg, data = run.say, exp.train, exp.data
     t0 = time.monotonic()
     splits = load_pairs(data)
     if resume:
-        tok = Tokenizer.load(out)
+        tok = Tokenizer.load(run.folder)
     else:
         tok = Tokenizer.train([s for p in splits["train"] for s in p], data.vocab_size,
                               data.tokenizer, data.split_digits)
@@ -453,23 +374,20 @@ def train_translation(exp: Experiment, resume: bool = False, out: str | Path | N
         raise UserError(f"no training pair fits max_len={model_cfg.max_len}")
     say(f"data: {len(train_ids)} training pairs, {len(valid_ids)} validation pairs, "
         f"vocabulary {tok.vocab_size} ({time.monotonic() - t0:.1f} s)")
-    seed_everything(cfg.seed)
     model = Transformer(model_cfg)
     say(f"model: {model.num_parameters():,} parameters (d_model {model_cfg.d_model}, "
         f"{model_cfg.n_encoder_layers}+{model_cfg.n_decoder_layers} layers)")
     evaluate = make_evaluate(tok, valid_ids, data, cfg.label_smoothing, cfg.max_tokens)
     meta = {**(meta or {}), "task": "translation", "source_eos": data.source_eos,
-            "example": (splits["valid"] or splits["train"])[0][0][:EXAMPLE_CHARS],
-            "experiment": {"model": exp.model, "data": data.to_dict(), "train": cfg.to_dict()}}
-    if not resume and here.is_main:
-        mark_started(out)
-        tok.save(out)
+            "example": (splits["valid"] or splits["train"])[0][0][:EXAMPLE_CHARS]}
+    if run.begin_folder():
+        tok.save(run.folder)
     trainer = Trainer(model, cfg, pair_batches(train_ids, cfg.max_tokens, cfg.seed),
-                      translation_loss(cfg.label_smoothing), out, family=FAMILY, meta=meta,
+                      translation_loss(cfg.label_smoothing), run, family=FAMILY, meta=meta,
                       evaluate=evaluate)
-    return trainer.fit(resume=resume), out
+    return trainer.fit()
 
 
 __all__ = ["DataConfig", "TASK", "Translator", "decode_ids", "encode_pairs", "experiment",
-           "load_pairs", "make_evaluate", "pair_batches", "score_translations",
-           "train_translation", "translation_loss"]
+           "load_pairs", "make_evaluate", "pair_batches", "score_translations", "train",
+           "translation_loss"]

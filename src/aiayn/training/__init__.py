@@ -1,6 +1,9 @@
 """Training, for every model family: one Trainer, its losses, schedules, checkpoints and logs.
 
-    trainer.py      Trainer(model, TrainConfig, BatchStream, loss_fn, out_dir, family=...).fit()
+    run.py          start_run(exp, resume, out, say) -> Run: the one start of every task's run
+                    (folder check, torchrun, the experiment record, resume check, seed); TrainResult
+    trainer.py      Trainer(model, TrainConfig, BatchStream, loss_fn, run, family=...).fit(): the loop
+    trainer_state.py  its save and restore;  progress.py  its clock, log lines, early stop
     stream.py       BatchStream: resumable epoch/position over a deterministic batch plan
     losses.py       §5.4 label-smoothed cross-entropy, summed over non-pad tokens
     schedule.py     §5.3 Adam(0.9, 0.98, 1e-9) and the warmup schedule ("noam"), constant, cosine
@@ -12,7 +15,9 @@ The tasks that use them (translation, language models, ...) live in aiayn.tasks.
 """
 
 from aiayn.training.losses import label_smoothed_nll
+from aiayn.training.run import Run, TrainResult, seed_everything, start_run
 from aiayn.training.stream import BatchStream
-from aiayn.training.trainer import Trainer, TrainResult, seed_everything
+from aiayn.training.trainer import Trainer
 
-__all__ = ["BatchStream", "TrainResult", "Trainer", "label_smoothed_nll", "seed_everything"]
+__all__ = ["BatchStream", "Run", "TrainResult", "Trainer", "label_smoothed_nll", "seed_everything",
+           "start_run"]

@@ -105,27 +105,6 @@ def mark_started(out: Path) -> None:
     (out / STARTED_MARKER).touch()
 
 
-def check_resume(out: Path, now: dict[str, Any], added: dict[str, Any] | None = None) -> None:
-    """A resumed run must have the settings of the run in `out` for every section of `now`
-    (e.g. model, data) as recorded in its config.json's "experiment"; only train.* may change.
-
-    `added`: keys that aiayn gained after some folders were written, with the value that means
-    what those folders did ({"data.source_eos": False}); a record without the key reads as it."""
-    before = read_meta(out).get("experiment", {})
-    added = added or {}
-    for section, new in now.items():
-        old = before.get(section)
-        if isinstance(new, dict) and isinstance(old, dict):
-            for key in sorted(set(old) | set(new)):
-                was = old[key] if key in old else added.get(f"{section}.{key}")
-                if was != new.get(key):
-                    raise UserError(f"--resume: {section}.{key}={new.get(key)!r} differs from the "
-                                    f"run in {out} ({was!r}); only train.* may change")
-        elif old != new:
-            raise UserError(f"--resume: the {section} settings differ from the run in {out} "
-                            f"({old!r}, now {new!r}); only train.* may change")
-
-
 # -- RNG state: torch, numpy and Python, as plain tensors / lists (loadable with weights_only) --
 
 def rng_state() -> dict[str, Any]:

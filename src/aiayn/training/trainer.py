@@ -11,8 +11,11 @@ the gradients by their total unit count: the loss is normalised per token (§5.4
 batching. An optional `evaluate(model) -> dict` runs every `eval_every` steps (in eval mode, under
 no_grad, with the RNG state restored afterwards so that evaluating never changes training).
 
-Everything needed to continue exactly is saved in the model folder (see checkpoint.py); Ctrl-C
-or SIGTERM saves the state of the last completed update and returns with `interrupted=True`.
+A run stops at max_steps, when max_minutes is spent, or when validation is saturated
+(train.stop_when; progress.py). Everything needed to continue exactly is saved in the model folder
+(trainer_state.py, checkpoint.py); Ctrl-C or SIGTERM saves the state of the last completed update
+and returns with `interrupted=True`. The run itself (its folder checked, its processes joined,
+its record, its seed) is started by run.start_run, the same for every task.
 
 Under torchrun the same loop runs data-parallel (see distributed.py): each process takes its share
 of every update's batches, DistributedDataParallel sums the gradients, the token count is summed
@@ -21,75 +24,51 @@ across processes, and rank 0 alone evaluates, logs and writes the folder.
 
 from __future__ import annotations
 
-import random
 import signal
 import sys
 import threading
 import time
 from collections.abc import Callable
 from contextlib import nullcontext
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 from torch import Tensor, nn
 from tqdm.auto import tqdm
 
-from aiayn.config import FINAL_CHECKPOINTS, TrainConfig
+from aiayn.config import TrainConfig
 from aiayn.devices import resolve_precision
-from aiayn.errors import UserError, describe_os_error
-from aiayn.folder import WEIGHTS_FILE, atomic_write, checkpoint_path, load_weights, save_model
+from aiayn.folder import load_weights
 from aiayn.training import distributed
 from aiayn.training.averaging import WeightAverage
-from aiayn.training.checkpoint import (
-    load_train_state,
-    mark_started,
-    prune_checkpoints,
-    rng_state,
-    save_train_state,
-    set_rng_state,
-)
+from aiayn.training.checkpoint import rng_state, set_rng_state
 from aiayn.training.metrics import MetricsLog
+from aiayn.training.progress import Progress, StopRule
+from aiayn.training.run import Run, TrainResult, folder_run, seed_everything
 from aiayn.training.schedule import learning_rate, make_optimizer, set_lr
 from aiayn.training.stream import BatchStream
+from aiayn.training.trainer_state import TrainerState
 
 LossFn = Callable[[nn.Module, Any], tuple[Tensor, int, dict[str, Any]]]
 
 
-@dataclass
-class TrainResult:
-    step: int
-    tokens: int
-    seconds: float  # training wall time, resumed runs included
-    interrupted: bool = False
-    stopped_by: str = ""  # "max_steps", "max_minutes", "interrupt" (Ctrl-C) or "sigterm"
-    metrics: dict[str, Any] = field(default_factory=dict)  # the last logged values
+class Trainer(TrainerState, Progress):
+    """The loop; its save and restore are in trainer_state.py, its clock, log lines, evaluations
+    and early stop in progress.py.
 
-    @property
-    def exit_code(self) -> int:
-        """What a command should exit with: 0, or 128 + the signal that stopped it (130, 143)."""
-        if not self.interrupted:
-            return 0
-        return 128 + (signal.SIGTERM if self.stopped_by == "sigterm" else signal.SIGINT)
+    `run`: what start_run returned (its folder, this process's place among torchrun's, whether
+    it resumes, the experiment to record in config.json), or a bare folder."""
 
-
-def seed_everything(seed: int) -> None:
-    random.seed(seed)
-    np.random.seed(seed % 2**32)
-    torch.manual_seed(seed)
-
-
-class Trainer:
     def __init__(self, model: nn.Module, config: TrainConfig, batches: BatchStream, loss_fn: LossFn,
-                 out_dir: str | Path, *, family: str, meta: dict[str, Any] | None = None,
+                 run: Run | str | Path, *, family: str, meta: dict[str, Any] | None = None,
                  evaluate: Callable[[nn.Module], dict[str, Any]] | None = None):
         self.model, self.cfg, self.batches, self.loss_fn = model, config, batches, loss_fn
-        self.out = Path(out_dir)
-        self.family, self.meta, self.evaluate = family, dict(meta or {}), evaluate
+        self.run = run if isinstance(run, Run) else folder_run(run, config)
+        self.out, self.world = self.run.folder, self.run.world
+        record = {} if self.run.record is None else {"experiment": self.run.record}
+        self.family, self.meta, self.evaluate = family, {**(meta or {}), **record}, evaluate
         self.d_model = getattr(getattr(model, "config", None), "d_model", 512)
-        self.world = distributed.setup(config.device)
         self.device = torch.device(distributed.process_device(config.device))
         self.optimizer = make_optimizer(model, config, self.device)
         # Mixed precision: autocast dtype (None = fp32) and, for fp16, a loss scaler.
@@ -111,99 +90,16 @@ class Trainer:
         self.net: nn.Module = distributed.LossModule(model, loss_fn)
         self._agreed_elapsed = 0.0  # rank 0's clock at the last update (under torchrun)
         self.average: WeightAverage | None = None  # the weights' running average (fit() makes it)
+        # train.stop_when: the early stop on a saturated validation metric (rank 0 judges)
+        self.stop_rule = StopRule(config.stop_when, config.stop_patience) \
+            if config.stop_when and evaluate is not None else None
+        self._saturated_at: int | None = None  # the step whose evaluation met the rule
 
-    # -- state -----------------------------------------------------------------------------
-
-    def _mark_boundary(self, elapsed: float) -> None:
-        self._boundary = {"step": self.step, "tokens": self.tokens, "elapsed": elapsed,
-                          "data": self.batches.state_dict(), "rng": rng_state()}
-
-    def save(self) -> Path:
-        """Write the folder: config + weights, numbered weights, then the train state naming them.
-
-        A write that fails (disk full, read-only filesystem) is a UserError naming the step and
-        the last saved one, which every file is written atomically to keep intact.
-        Under torchrun every process calls it (their RNG states are saved too); rank 0 writes."""
-        ranks_rng = distributed.gather(self._boundary["rng"]) if self.world.active else []
-        if not self.world.is_main:
-            self._saved_step = self._boundary["step"]
-            return checkpoint_path(self.out, self._boundary["step"])
-        try:
-            ckpt = self._save(ranks_rng[1:])
-        except Exception as e:
-            reason = describe_os_error(e)
-            if reason is None:
-                raise
-            kept = (f"the train state of step {self._saved_step} is intact"
-                    if self._saved_step is not None else "nothing had been saved before")
-            raise UserError(f"could not save step {self._boundary['step']} in {self.out}: "
-                            f"{reason}; {kept}") from None
-        self._saved_step = self._boundary["step"]
-        return ckpt
-
-    def _save(self, other_ranks_rng: list[dict[str, Any]]) -> Path:
-        b = self._boundary
-        # config.json + model.safetensors: the weights users get (the running average, if on)
-        save_model(self.out, self.family, self._shipped(), self.meta)
-        ckpt = checkpoint_path(self.out, b["step"])
-        data = (self.out / WEIGHTS_FILE).read_bytes()
-        atomic_write(ckpt, lambda tmp: tmp.write_bytes(data))
-        state = {"version": 1, "step": b["step"], "tokens": b["tokens"], "elapsed": b["elapsed"],
-                 "data": b["data"], "rng": b["rng"], "optimizer": self.optimizer.state_dict(),
-                 "weights": str(ckpt.relative_to(self.out)), "train_config": self.cfg.to_dict(),
-                 "scaler": self.scaler.state_dict(),
-                 "world": {"size": self.world.size, "accum_steps": self.cfg.accum_steps}}
-        if self.average is not None:  # the numbered file holds the average: these continue
-            state["raw_weights"] = {k: v.detach().cpu() for k, v in self.model.state_dict().items()}
-        if other_ranks_rng:
-            state["rng_ranks"] = other_ranks_rng  # ranks 1.. (rank 0's is "rng")
-        save_train_state(self.out, state)
-        prune_checkpoints(self.out, self.cfg.keep_last_n, protect=ckpt)
-        return ckpt
-
-    def _restore(self) -> dict[str, Any]:
-        state = load_train_state(self.out)
-        if "raw_weights" in state:  # the run averaged: the numbered file holds the average
-            self.model.load_state_dict(state["raw_weights"])
-        else:
-            load_weights(self.model, self.out / state["weights"])
-        self.optimizer.load_state_dict(state["optimizer"])
-        if state.get("scaler"):
-            self.scaler.load_state_dict(state["scaler"])
-        self.batches.load_state_dict(state["data"])
-        self.step, self.tokens, self.elapsed = state["step"], state["tokens"], state["elapsed"]
-        self._saved_step = self.step
-        self._restore_rng(state)
-        return state
-
-    def _restore_rng(self, state: dict[str, Any]) -> None:
-        """Each process's RNG state as saved. A run resumed with another number of processes
-        must keep the batches per update (processes x accum_steps); its ranks other than 0 then
-        draw new dropout masks."""
-        before = state.get("world") or {"size": 1, "accum_steps": state["train_config"].get(
-            "accum_steps", 1)}
-        size, accum = int(before["size"]), int(before["accum_steps"])
-        if size != self.world.size:
-            per_update, now = size * accum, self.world.size * self.cfg.accum_steps
-            if per_update != now:
-                fit = (f"train.accum_steps={per_update // self.world.size}"
-                       if per_update % self.world.size == 0 else
-                       f"a number of processes that divides {per_update}")
-                raise UserError(f"--resume: the run in {self.out} summed {per_update} batches per "
-                                f"update ({size} process(es) x accum_steps {accum}); this one "
-                                f"would sum {now} ({self.world.size} x {self.cfg.accum_steps}): "
-                                f"use {fit}")
-        if self.world.rank == 0:
-            set_rng_state(state["rng"])
-        elif size == self.world.size and len(state.get("rng_ranks", [])) >= self.world.rank:
-            set_rng_state(state["rng_ranks"][self.world.rank - 1])
-        else:
-            seed_everything(self.cfg.seed + self.world.rank + 1_000_003 * self.step)
-
-    # -- the loop ----------------------------------------------------------------------------
-
-    def fit(self, resume: bool = False) -> TrainResult:
+    def fit(self, resume: bool | None = None) -> TrainResult:
+        """Train (resume: continue the run in the folder; None: as the Run says) to the end of
+        the budget, or until validation is saturated or a signal stops it."""
         cfg = self.cfg
+        resume = self.run.resume if resume is None else resume
         threads, deterministic = torch.get_num_threads(), torch.are_deterministic_algorithms_enabled()
         if cfg.threads:
             torch.set_num_threads(cfg.threads)
@@ -211,8 +107,8 @@ class Trainer:
         self.model.to(self.device)
         seed_everything(cfg.seed + self.world.rank)  # each process its own dropout masks
         state = self._restore() if resume else None
-        if not resume and not self.out.is_dir() and self.world.is_main:
-            mark_started(self.out)
+        if not resume:
+            self.run.begin_folder()
         if cfg.average_width:
             self.average = WeightAverage(self.model, cfg.average_width)
             if state is not None and "raw_weights" in state:  # the average so far
@@ -260,16 +156,14 @@ class Trainer:
         stopped_by = "max_steps"
         try:
             while self.step < cfg.max_steps:
-                if self._out_of_time(start):
-                    stopped_by = "max_minutes"
+                reason = self._stop_reason(start)
+                if reason is not None:
+                    stopped_by = reason
                     break
                 loss_sum, n_tok, sums = self._update()
                 elapsed = self._agreed_elapsed if self.world.active else time.monotonic() - start
                 self._mark_boundary(elapsed)
-                window["loss"] += loss_sum
-                window["tokens"] += n_tok
-                for k, v in sums.items():
-                    window["sums"][k] = window["sums"].get(k, 0.0) + v
+                self._add_to_window(window, loss_sum, n_tok, sums)
                 if cfg.max_minutes is not None:
                     bar.total = self._expected_steps()
                 bar.update(1)
@@ -289,11 +183,14 @@ class Trainer:
             bar.close()
             self.save()  # the state of the last completed update
             b = self._boundary
-            why = "sigterm" if self._signal == signal.SIGTERM else "interrupt"
-            return TrainResult(b["step"], b["tokens"], b["elapsed"], True, why, last)
+            how = "sigterm" if self._signal == signal.SIGTERM else "interrupt"
+            return TrainResult(b["step"], b["tokens"], b["elapsed"], True, how, last, self.out,
+                               self._why(how))
         bar.close()
-        b = self._boundary
-        return TrainResult(self.step, self.tokens, b["elapsed"], False, stopped_by, last)
+        why = self._why(stopped_by)
+        self._say(f"stopped at step {self.step}: {why}")
+        return TrainResult(self.step, self.tokens, self._boundary["elapsed"], False, stopped_by,
+                           last, self.out, why)
 
     def _leaves_parameters_unused(self) -> bool:
         """Whether the loss leaves some parameter without a gradient on any process: one
@@ -307,21 +204,6 @@ class Trainer:
         self.batches.load_state_dict(position)
         set_rng_state(saved)
         return bool(distributed.all_sum([unused])[0])
-
-    def _out_of_time(self, start: float) -> bool:
-        """Whether the time budget is spent (rank 0's clock, under torchrun). Under torchrun a
-        Ctrl-C or SIGTERM that reached any process is acted on here, by all of them at once."""
-        over = self.cfg.max_minutes is not None and \
-            time.monotonic() - start >= self.cfg.max_minutes * 60
-        if not self.world.active:
-            return over
-        sig = self._signal or 0
-        over_main, sigterm, sigint = distributed.all_sum(
-            [over and self.world.is_main, sig == signal.SIGTERM, sig == signal.SIGINT])
-        if sigterm or sigint:
-            self._signal = signal.SIGTERM if sigterm else signal.SIGINT
-            raise KeyboardInterrupt
-        return bool(over_main)
 
     def _next_batch(self) -> Any:
         """This process's next batch: every world-size-th of the shared stream."""
@@ -399,86 +281,6 @@ class Trainer:
         self._agreed_elapsed = total[-1]
         return total[0], int(round(total[1])), dict(zip(keys, total[2:-1], strict=True))
 
-    def _log_train(self, log: MetricsLog, bar: tqdm, window: dict[str, Any]) -> dict[str, Any]:
-        now = time.monotonic()
-        n = max(window["tokens"], 1)
-        row = {"loss": window["loss"] / n, "lr": self.optimizer.param_groups[0]["lr"],
-               "tokens_per_s": window["tokens"] / max(now - window["t"], 1e-9)}
-        row.update({k: v / n for k, v in window["sums"].items()})
-        log.log(self.step, row)
-        bar.set_postfix(loss=f"{row['loss']:.3f}", lr=f"{row['lr']:.2e}",
-                        tok_s=f"{row['tokens_per_s']:.0f}",
-                        left=self._time_left().removesuffix(" left"), refresh=False)
-        if self.cfg.progress and not self._tty:
-            self._say(f"step {self.step} | loss {row['loss']:.4g} | lr {row['lr']:.2e} | "
-                      f"{row['tokens_per_s']:,.0f} tok/s | {self._time_left()}")
-        window.update(loss=0.0, tokens=0, sums={}, t=now)
-        return row
-
-    def _final_save_times(self) -> list[float]:
-        """Seconds into the run at which to save, so that the last min(keep_last_n, 5) checkpoints
-        lie final_checkpoint_spacing x max_minutes apart at the end of a time budget (§6.1)."""
-        cfg = self.cfg
-        n = min(cfg.keep_last_n, FINAL_CHECKPOINTS)
-        if cfg.max_minutes is None or not cfg.final_checkpoint_spacing or n < 2:
-            return []
-        budget = cfg.max_minutes * 60
-        times = [budget * (1 - cfg.final_checkpoint_spacing * k) for k in range(1, n)]
-        return sorted(t for t in times if t > self.elapsed)
-
-    def _pace(self) -> tuple[float, float | None]:
-        """(seconds since the run's clock started, steps per second of this run so far: None
-        before its first step). The clock includes earlier runs of a resumed one."""
-        elapsed = time.monotonic() - getattr(self, "_start", time.monotonic())
-        done = self.step - getattr(self, "_first_step", self.step)
-        return elapsed, done / max(elapsed - self.elapsed, 1e-9) if done > 0 else None
-
-    def _expected_steps(self) -> int:
-        """The step this run will end at: max_steps, or sooner where max_minutes runs out first
-        at the pace of this run's steps so far."""
-        elapsed, pace = self._pace()
-        if self.cfg.max_minutes is None or pace is None:
-            return self.cfg.max_steps
-        left = max(0.0, self.cfg.max_minutes * 60 - elapsed)
-        return min(self.cfg.max_steps, self.step + int(left * pace))
-
-    def _time_left(self) -> str:
-        """The time the run still needs: by max_minutes, or by the pace of this run's steps."""
-        elapsed, pace = self._pace()
-        left = [] if pace is None else [(self.cfg.max_steps - self.step) / pace]
-        if self.cfg.max_minutes is not None:
-            left.append(self.cfg.max_minutes * 60 - elapsed)
-        if not left:
-            return "time left unknown"
-        seconds = max(0, int(min(left)))
-        return f"{seconds // 60}m{seconds % 60:02d}s left"
-
-    def _say(self, line: str) -> None:
-        """One plain line on stderr (above the bar on a terminal); rank 0's alone."""
-        if self.world.is_main:
-            tqdm.write(line, file=sys.stderr)
-
-    def _evaluate(self, log: MetricsLog) -> dict[str, Any]:
-        self._last_eval = self.step
-        if self.evaluate is None or not self.world.is_main:  # the others wait at the next step
-            return {}
-        saved = rng_state()
-        self.model.eval()
-        with torch.no_grad():
-            result = self.evaluate(self._shipped())  # the weights the folder holds
-        self.model.train()
-        set_rng_state(saved)
-        log.log(self.step, result)
-        if result:  # one line per evaluation, whatever the progress setting
-            scores = " | ".join(f"{k.replace('_', ' ')} {v:.4g}" for k, v in result.items()
-                                if isinstance(v, (int, float)))
-            self._say(f"step {self.step} | {scores} | {self._time_left()}")
-        return result
-
-    def _shipped(self) -> nn.Module:
-        """The model the folder holds and validation scores: the running average, if on."""
-        return self.model if self.average is None else self.average.averaged()
-
     def _install_signal_handlers(self) -> dict[int, Any]:
         """Ctrl-C (SIGINT) and SIGTERM during an optimizer update wait for the update to finish
         (never a half-updated model); anywhere else they interrupt at once. The state saved is
@@ -488,7 +290,7 @@ class Trainer:
 
         def handler(signum, frame):
             self._signal = signum
-            if self.world.active:  # acted on by all processes together (see _out_of_time)
+            if self.world.active:  # acted on by all processes together (see _stop_reason)
                 return
             if self._in_update:
                 self._pending_interrupt = True
