@@ -24,6 +24,8 @@ def test_the_demo_recipe_is_the_built_in_demo_config():
     assert exp.model == {"d_model": 128, "n_heads": 4, "d_ff": 512, "n_layers": 2,
                          "dropout": 0.1, "max_len": 64}
     assert exp.train.max_minutes == 7.0 and exp.train.threads == 1
+    # it stops once validation is saturated (the time budget is the cap)
+    assert exp.train.stop_when == "valid_exact_match>=100" and exp.train.stop_patience == 2
 
 
 def test_demo_writes_a_model_folder_metrics_and_a_heatmap(tmp_path, capsys):

@@ -19,8 +19,7 @@ def test_the_rule_counts_evaluations_in_a_row_and_a_miss_resets_it():
     met = [rule.update({"valid_exact_match": v, "valid_bleu": 1.0}) for v in (90, 100, 99.5, 100)]
     assert met == [False, False, False, False] and rule.streak == 1
     assert rule.update({"valid_exact_match": 100.0}) and rule.streak == 2
-    assert rule.why() == ("valid_exact_match 100 >= 100 at 2 evaluations in a row "
-                          "(train.stop_when, train.stop_patience)")
+    assert rule.why() == "valid_exact_match 100 >= 100 at 2 evaluations in a row (train.stop_when)"
     low = StopRule("valid_loss <= 0.5", 1)  # a floor works the same way
     assert not low.update({"valid_loss": 0.6}) and low.update({"valid_loss": 0.5})
     with pytest.raises(KeyError):

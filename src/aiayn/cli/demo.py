@@ -141,7 +141,7 @@ def _run(exp, out: Path, beam: int, test_limit: int | None) -> int:
             shutil.rmtree(tmp, ignore_errors=True)
             print(f"aiayn: interrupted; {out} left as it was", file=sys.stderr)
             return result.exit_code
-        _say(f"trained {result.step} steps in {result.seconds:.0f} s ({result.why})")
+        _say(f"trained {result.step} steps in {result.seconds:.0f} s; stopped: {result.why}")
         test = (translation.load_pairs(exp.data).get("test") or [])[:test_limit]
         if not test:
             raise UserError("the demo corpus has no test split")

@@ -44,7 +44,7 @@ class StopRule:
 
     def why(self) -> str:
         return (f"{self.metric} {self.value:.4g} {self.op} {self.target:g} at {self.streak} "
-                f"evaluations in a row (train.stop_when, train.stop_patience)")
+                "evaluations in a row (train.stop_when)")
 
 
 class Progress:
