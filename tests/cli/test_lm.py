@@ -14,14 +14,6 @@ FOX = "the quick brown fox jumps over the lazy dog\n"
 QUIET = ["train.tensorboard=false", "train.progress=false", "train.eval_every=0"]
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    """Tiny models gain nothing from more threads, and on a busy machine OpenMP threads waiting
-    for each other can make them 50x slower; restore the setting afterwards."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 def _train(tmp_path, out, *extra, text=None):
