@@ -117,3 +117,28 @@ def test_a_run_saved_without_averaging_resumes_with_it(tmp_path):
         assert torch.equal(raw[name], tensor), name
     assert any(not torch.equal(t, plain[n])
                for n, t in load_file(str(tmp_path / "run/model.safetensors")).items())
+
+
+def test_averaging_checkpoints_of_different_shapes_names_the_first_tensor_that_differs(
+        tmp_path, capsys):
+    """A folder whose run was restarted with another d_ff holds checkpoints of two shapes:
+    `aiayn average` refuses them in one line (the tensor, both steps, both shapes), exit 2,
+    and writes nothing."""
+    from aiayn.cli import main
+    from aiayn.config import TransformerConfig
+    from aiayn.folder import checkpoint_path, save_model, save_weights
+    from aiayn.models import Transformer
+
+    folder = tmp_path / "run"
+    for step, d_ff in ((1, 32), (2, 48)):
+        model = Transformer(TransformerConfig(vocab_size=20, d_model=16, n_heads=2, d_ff=d_ff,
+                                              n_layers=1, max_len=16))
+        save_model(folder, "transformer", model)
+        save_weights(model, checkpoint_path(folder, step))
+    assert main(["average", "--model", str(folder), "--last", "2", "--out",
+                 str(tmp_path / "avg")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err, err
+    assert "decoder.layers.0.ffn.w1.bias is (32,) in step 1 but (48,) in step 2" in err, err
+    assert str(folder / "checkpoints") in err
+    assert not (tmp_path / "avg").exists()

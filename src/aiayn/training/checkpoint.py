@@ -155,14 +155,26 @@ def load_train_state(folder: str | Path) -> dict[str, Any]:
 
 # -- averaging (§6.1) ------------------------------------------------------------------------
 
-def average_state_dicts(states: list[dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
-    """Element-wise mean of floating tensors (accumulated in float64); others from the last."""
+def average_state_dicts(states: list[dict[str, torch.Tensor]],
+                        names: list[str] | None = None) -> dict[str, torch.Tensor]:
+    """Element-wise mean of floating tensors (accumulated in float64); others from the last.
+
+    Every state must hold the same tensors in the same shapes; the first that differs is named
+    in a UserError, with the two states (`names`, e.g. "step 500") and their shapes."""
     if not states:
         raise UserError("no checkpoints to average")
-    keys = set(states[0])
-    for s in states[1:]:
-        if set(s) != keys:
-            raise UserError("checkpoints to average hold different tensors")
+    names = names or [f"state {i + 1}" for i in range(len(states))]
+    first = states[0]
+    for name, s in zip(names[1:], states[1:], strict=True):
+        for key in [*first, *(k for k in s if k not in first)]:
+            if key not in s or key not in first:
+                has, lacks = (names[0], name) if key in first else (name, names[0])
+                raise UserError(f"checkpoints to average hold different tensors: {key} is in "
+                                f"{has} but not in {lacks}")
+            if first[key].shape != s[key].shape:
+                raise UserError(f"checkpoints to average hold different tensors: {key} is "
+                                f"{tuple(first[key].shape)} in {names[0]} but "
+                                f"{tuple(s[key].shape)} in {name}")
     out = {}
     for key, last in states[-1].items():
         if last.is_floating_point():
@@ -227,7 +239,10 @@ def average_checkpoints(folder: str | Path, last: int, out: str | Path,
             states.append(load_file(str(path)))
         except Exception as e:
             raise UserError(f"{path}: not a readable safetensors file ({e})") from None
-    averaged = average_state_dicts(states)
+    try:
+        averaged = average_state_dicts(states, [f"step {step}" for step, _ in chosen])
+    except UserError as e:
+        raise UserError(f"{folder / CHECKPOINT_DIR}: {e}") from None
     out.mkdir(parents=True, exist_ok=True)
     # Only the files a model needs besides config and weights, and never through a symlink.
     for name in COPIED_BY_AVERAGE:
