@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -19,17 +20,90 @@ TO_HF_ACTIVATION = {"relu": "relu", "gelu": "gelu", "gelu_tanh": "gelu_new", "si
 
 def activation_from_hf(name: Any, what: str) -> str:
     """aiayn's activation for transformers' `name`; a UserError naming `what` (the config key)."""
-    if name not in FROM_HF_ACTIVATION:
+    if not isinstance(name, str) or name not in FROM_HF_ACTIVATION:
         raise UserError(f"{what}={name!r} is not supported (known: "
                         f"{', '.join(FROM_HF_ACTIVATION)})")
     return FROM_HF_ACTIVATION[name]
+
+
+# The config.json values each kind of checkpoint is built from, checked (check_hf_values) before
+# anything is read or allocated: key -> what it must be. A key that is absent takes the
+# converter's default (transformers' own).
+SIZE, SIZE_OR_NULL, COUNT, RATE, EPS, TOKEN, TOKEN_OR_NULL = (
+    "size", "size or null", "count", "rate", "eps", "token", "token or null")
+HF_VALUES: dict[str, dict[str, str]] = {
+    "GPT-2": {"vocab_size": SIZE, "n_positions": SIZE, "n_embd": SIZE, "n_layer": SIZE,
+              "n_head": SIZE, "n_inner": SIZE_OR_NULL, "resid_pdrop": RATE, "attn_pdrop": RATE,
+              "embd_pdrop": RATE, "layer_norm_epsilon": EPS, "bos_token_id": TOKEN_OR_NULL,
+              "eos_token_id": TOKEN_OR_NULL, "pad_token_id": TOKEN_OR_NULL},
+    "Marian": {"vocab_size": SIZE, "decoder_vocab_size": SIZE_OR_NULL, "d_model": SIZE,
+               "encoder_layers": SIZE, "decoder_layers": SIZE, "encoder_attention_heads": SIZE,
+               "decoder_attention_heads": SIZE, "encoder_ffn_dim": SIZE,
+               "decoder_ffn_dim": SIZE, "max_position_embeddings": SIZE, "dropout": RATE,
+               "attention_dropout": RATE},
+    "BERT": {"vocab_size": SIZE, "hidden_size": SIZE, "num_attention_heads": SIZE,
+             "intermediate_size": SIZE, "num_hidden_layers": SIZE,
+             "max_position_embeddings": SIZE, "type_vocab_size": COUNT,
+             "hidden_dropout_prob": RATE, "attention_probs_dropout_prob": RATE,
+             "layer_norm_eps": EPS, "pad_token_id": TOKEN_OR_NULL},
+    "ViT": {"hidden_size": SIZE, "num_attention_heads": SIZE, "intermediate_size": SIZE,
+            "num_hidden_layers": SIZE, "image_size": SIZE, "patch_size": SIZE,
+            "num_channels": SIZE, "hidden_dropout_prob": RATE,
+            "attention_probs_dropout_prob": RATE, "layer_norm_eps": EPS},
+}
+# No size of these models comes near it: a larger one is a typo or a crafted file.
+MAX_SIZE = 2**31 - 1
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _problem(rule: str, value: Any, vocab: Any) -> str | None:
+    """Why `value` breaks `rule` (HF_VALUES), or None when it keeps it."""
+    if value is None and rule.endswith(" or null"):
+        return None
+    rule = rule.removesuffix(" or null")
+    if rule in (SIZE, COUNT):
+        if not _is_int(value) or value < (1 if rule == SIZE else 0):
+            return f"must be a {'positive' if rule == SIZE else 'non-negative'} integer"
+        if value > MAX_SIZE:
+            return f"must be at most {MAX_SIZE} (a size typo?)"
+    elif rule == RATE:
+        if not _is_number(value) or not 0 <= value < 1:
+            return "must be a number in [0, 1)"
+    elif rule == EPS:
+        if not _is_number(value) or value <= 0:
+            return "must be a positive number"
+    elif not _is_int(value) or value < 0 or (_is_int(vocab) and value >= vocab):
+        below = f" below vocab_size={vocab}" if _is_int(vocab) else ""
+        return f"must be a token id (a non-negative integer{below})"
+    return None
+
+
+def check_hf_values(hf_config: dict[str, Any], config_path: Path, what: str) -> None:
+    """The values a `what` checkpoint (a key of HF_VALUES) is built from are of the right type and
+    range; a UserError naming the file and the key otherwise ("DIR/config.json: d_model=null:
+    must be a positive integer"). Sizes that fit these rules may still be too large for the
+    memory: the converters' typed config then goes through aiayn.sizes.check_fits."""
+    vocab = hf_config.get("vocab_size")
+    for key, rule in HF_VALUES.get(what, {}).items():
+        if key in hf_config:
+            problem = _problem(rule, hf_config[key], vocab)
+            if problem is not None:
+                raise UserError(f"{config_path}: {key}={json.dumps(hf_config[key])}: {problem}")
 
 
 def read_hf_folder(folder: str | Path, what: str) -> tuple[dict[str, Any], dict[str, Tensor], Path]:
     """A local checkpoint folder (config.json + model.safetensors) -> (config dict, state, config path).
 
     Reads safetensors only (never a pickle); every problem is a one-line UserError naming the file.
-    `what` names the expected kind of checkpoint in messages ("BERT", "ViT", "GPT-2").
+    `what` names the expected kind of checkpoint in messages ("BERT", "ViT", "GPT-2", "Marian");
+    config.json's values are checked (check_hf_values) before the weights are read.
     """
     from safetensors.torch import load_file
 
@@ -49,6 +123,7 @@ def read_hf_folder(folder: str | Path, what: str) -> tuple[dict[str, Any], dict[
         raise UserError(f"{config_path}: invalid JSON ({e})") from None
     if not isinstance(hf_config, dict):
         raise UserError(f"{config_path}: expected a JSON object")
+    check_hf_values(hf_config, config_path, what)
     try:
         state = load_file(str(weights_path))
     except Exception as e:  # safetensors raises its own error types

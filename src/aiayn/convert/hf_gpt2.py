@@ -19,6 +19,7 @@ whose options GPT-2 has, and refuse one naming the option it lacks.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -30,6 +31,7 @@ from aiayn.config import DecoderLMConfig
 from aiayn.convert import TO_HF_ACTIVATION, activation_from_hf, read_hf_folder
 from aiayn.errors import UserError
 from aiayn.models.decoder_lm import DecoderLM
+from aiayn.sizes import check_fits
 
 # Buffers some transformers versions keep in the state dict (the causal mask); not weights.
 _IGNORED = (".attn.bias", ".attn.masked_bias")
@@ -165,8 +167,12 @@ def from_hf(hf_model: torch.nn.Module) -> DecoderLM:
 
 def load_hf_folder(folder: str | Path) -> DecoderLM:
     """A local HF GPT-2 folder (config.json + model.safetensors) -> DecoderLM. No network."""
-    hf_config, state, _ = read_hf_folder(folder, "GPT-2")
-    config = config_from_hf(hf_config)
+    hf_config, state, config_path = read_hf_folder(folder, "GPT-2")
+    try:
+        config = config_from_hf(hf_config)
+    except ValueError as e:
+        raise UserError(f"{config_path}: {e}") from None
+    check_fits(config, str(config_path))
     model = DecoderLM(config)
     _load(model, convert_state_dict(state, config))
     return model.eval()
@@ -193,10 +199,17 @@ def read_tokenizer(folder: str | Path) -> Any:
                     "needs its tokenizer")
 
 
-def special_ids(hf_config: Mapping[str, Any]) -> dict[str, int | None]:
-    """GPT-2's special ids: one <|endoftext|> (50256) begins and ends a text and pads."""
+def special_ids(hf_config: Mapping[str, Any], where: str | Path = "config.json"
+                ) -> dict[str, int | None]:
+    """GPT-2's special ids: one <|endoftext|> (50256) begins and ends a text and pads. A language
+    model needs the first two in its vocabulary: a UserError naming `where` (the config's path)."""
     eos = hf_config.get("eos_token_id", 50256)
     bos = hf_config.get("bos_token_id", eos)
+    vocab = hf_config.get("vocab_size", 50257)
+    for key, value in (("eos_token_id", eos), ("bos_token_id", bos)):
+        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < vocab:
+            raise UserError(f"{where}: {key}={json.dumps(value)}: a language model needs the id "
+                            f"of <|endoftext|>, below vocab_size={vocab}")
     pad = hf_config.get("pad_token_id")
     return {"bos": bos, "eos": eos, "pad": eos if pad is None else pad, "unk": None}
 

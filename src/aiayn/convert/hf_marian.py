@@ -39,6 +39,7 @@ from aiayn.convert import TO_HF_ACTIVATION, activation_from_hf, read_hf_folder
 from aiayn.data.special import BOS, EOS, PAD, SPECIAL_TOKENS, UNK_TOKEN
 from aiayn.errors import UserError
 from aiayn.models.transformer import Transformer
+from aiayn.sizes import check_fits
 
 # TransformerConfig option -> Marian's value
 _MARIAN_SHAPE = {"norm_first": False, "final_norm": False, "positions": "sinusoidal",
@@ -144,18 +145,24 @@ def config_from_hf(c: dict[str, Any], vocab_size: int, where: str) -> Transforme
     d_model = int(c.get("d_model", 1024))
     if d_model % 2:
         raise UserError(f"{where}: d_model={d_model}: Marian's positions need an even d_model")
-    return TransformerConfig(
-        vocab_size=vocab_size, d_model=d_model, n_heads=int(c.get("encoder_attention_heads", 16)),
-        d_ff=int(c.get("encoder_ffn_dim", 4096)), n_layers=int(c.get("encoder_layers", 12)),
-        n_encoder_layers=int(c.get("encoder_layers", 12)),
-        n_decoder_layers=int(c.get("decoder_layers", 12)),
-        max_len=int(c.get("max_position_embeddings", 1024)), positions="sinusoidal",
-        share_embeddings=True, scale_embeddings=bool(c.get("scale_embedding", False)),
-        final_norm=False, norm_first=False, bias=True, layer_norm_eps=1e-5,
-        activation=activation_from_hf(c.get("activation_function", "gelu"),
-                                      f"{where}: activation_function"),
-        dropout=float(c.get("dropout", 0.1)), attn_dropout=float(c.get("attention_dropout", 0.0)),
-        pad_id=PAD)
+    activation = activation_from_hf(c.get("activation_function", "gelu"),
+                                    f"{where}: activation_function")
+    try:
+        config = TransformerConfig(
+            vocab_size=vocab_size, d_model=d_model,
+            n_heads=int(c.get("encoder_attention_heads", 16)),
+            d_ff=int(c.get("encoder_ffn_dim", 4096)), n_layers=int(c.get("encoder_layers", 12)),
+            n_encoder_layers=int(c.get("encoder_layers", 12)),
+            n_decoder_layers=int(c.get("decoder_layers", 12)),
+            max_len=int(c.get("max_position_embeddings", 1024)), positions="sinusoidal",
+            share_embeddings=True, scale_embeddings=bool(c.get("scale_embedding", False)),
+            final_norm=False, norm_first=False, bias=True, layer_norm_eps=1e-5,
+            activation=activation, dropout=float(c.get("dropout", 0.1)),
+            attn_dropout=float(c.get("attention_dropout", 0.0)), pad_id=PAD)
+    except ValueError as e:
+        raise UserError(f"{where}: {e}") from None
+    check_fits(config, where)  # before any tensor of the model is made
+    return config
 
 
 def vocabulary_order(c: dict[str, Any], tokens: list[str | None], where: str) -> list[int]:

@@ -35,6 +35,7 @@ from aiayn.config import ViTConfig
 from aiayn.convert import TO_HF_ACTIVATION, activation_from_hf, read_hf_folder
 from aiayn.errors import UserError
 from aiayn.models.vit import VisionTransformer
+from aiayn.sizes import check_fits
 
 _LAYER = {
     "layernorm_before": "attn_residual.norm", "layernorm_after": "ffn_residual.norm",
@@ -181,6 +182,7 @@ def load_hf_folder(folder: str | Path) -> VisionTransformer:
         config = config_from_hf(hf_config, state)
     except ValueError as e:
         raise UserError(f"{config_path}: {e}") from None
+    check_fits(config, str(config_path))
     model = VisionTransformer(config)
     _load(model, convert_state_dict(state, config), str(Path(folder) / "model.safetensors"))
     return model.eval()

@@ -312,14 +312,14 @@ def import_hf_gpt2(folder: str | Path, out: str | Path) -> LanguageModel:
     from aiayn.convert.hf_gpt2 import load_hf_folder, read_tokenizer, special_ids
 
     out = require_new_folder(out)
-    hf_config, _, _ = read_hf_folder(folder, "GPT-2")
+    hf_config, _, config_path = read_hf_folder(folder, "GPT-2")
     model = load_hf_folder(folder)
     tokenizer = Tokenizer(read_tokenizer(folder), check_specials=False)
     if tokenizer.vocab_size > model.config.vocab_size:
         raise UserError(f"{folder}: the tokenizer has {tokenizer.vocab_size} tokens but the model "
                         f"only {model.config.vocab_size}")
     meta = {"task": "language-modeling", "source": str(folder),
-            "special_ids": special_ids(hf_config)}
+            "special_ids": special_ids(hf_config, config_path)}
     lm = LanguageModel(model, tokenizer, "cpu", meta)
     lm.save(out)
     return lm

@@ -1,0 +1,111 @@
+"""`aiayn import hf-*` of a crafted config.json: every importer checks config.json's values
+(type, range) and the model's memory (aiayn.sizes.check_fits, as for a native folder) before it
+makes a tensor; a bad value is one line naming the file and the key, exit 2, nothing written."""
+
+import json
+import shutil
+
+import pytest
+import torch
+
+from aiayn import sizes
+from tests.builders import run
+from tests.convert.test_hf_export import hf_gpt2_folder, opus_mt_folder  # noqa: F401 (fixtures)
+
+transformers = pytest.importorskip("transformers")
+
+
+@pytest.fixture(scope="module")
+def hf_bert_folder(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("bert")
+    config = transformers.BertConfig(vocab_size=40, hidden_size=16, num_hidden_layers=1,
+                                     num_attention_heads=2, intermediate_size=32,
+                                     max_position_embeddings=32)
+    torch.manual_seed(0)
+    transformers.BertModel(config).save_pretrained(folder)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def hf_vit_folder(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("vit")
+    config = transformers.ViTConfig(hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                                    intermediate_size=32, image_size=8, patch_size=4, num_labels=3)
+    torch.manual_seed(0)
+    transformers.ViTForImageClassification(config).save_pretrained(folder)
+    return folder
+
+
+# kind -> (its folder's fixture, its width key, a dropout key)
+KINDS = {"hf-gpt2": ("hf_gpt2_folder", "n_embd", "resid_pdrop"),
+         "hf-marian": ("opus_mt_folder", "d_model", "dropout"),
+         "hf-bert": ("hf_bert_folder", "hidden_size", "hidden_dropout_prob"),
+         "hf-vit": ("hf_vit_folder", "hidden_size", "hidden_dropout_prob")}
+
+
+def _crafted(request, kind, tmp_path, **values):
+    """A copy of `kind`'s folder whose config.json has `values`."""
+    folder = request.getfixturevalue(KINDS[kind][0])
+    folder = folder[0] if isinstance(folder, tuple) else folder
+    crafted = tmp_path / "crafted"
+    shutil.copytree(folder, crafted)
+    config = json.loads((crafted / "config.json").read_text())
+    (crafted / "config.json").write_text(json.dumps({**config, **values}))
+    return crafted
+
+
+def _refused(capsys, kind, crafted, tmp_path):
+    """`aiayn import KIND crafted`: exit 2, one line without a traceback, no --out folder."""
+    capsys.readouterr()  # what writing the fixture's folder printed (transformers' progress)
+    code, out, err = run(capsys, "import", kind, crafted, "--out", tmp_path / "out")
+    assert code == 2 and err.count("\n") == 1 and "Traceback" not in err, err
+    assert not (tmp_path / "out").exists()
+    return err
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("value, shown, problem", [
+    (None, "null", "must be a positive integer"), ("32", '"32"', "must be a positive integer"),
+    (-32, "-32", "must be a positive integer"), (32.5, "32.5", "must be a positive integer"),
+    (True, "true", "must be a positive integer"),
+    (2**40, str(2**40), "must be at most 2147483647")])
+def test_a_width_that_is_not_a_size_is_refused_naming_the_file_and_key(
+        request, kind, value, shown, problem, tmp_path, capsys):
+    key = KINDS[kind][1]
+    crafted = _crafted(request, kind, tmp_path, **{key: value})
+    err = _refused(capsys, kind, crafted, tmp_path)
+    assert f"{crafted / 'config.json'}: {key}={shown}: {problem}" in err, err
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("value", [None, "0.1", 1.5])
+def test_a_rate_that_is_not_a_probability_is_refused(request, kind, value, tmp_path, capsys):
+    key = KINDS[kind][2]
+    crafted = _crafted(request, kind, tmp_path, **{key: value})
+    err = _refused(capsys, kind, crafted, tmp_path)
+    assert f"{crafted / 'config.json'}: {key}={json.dumps(value)}: must be a number in [0, 1)" \
+        in err, err
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_width_too_large_for_the_memory_is_refused_before_allocating(request, kind, tmp_path,
+                                                                      capsys):
+    """d_model 2**20 (terabytes of weights): the memory check of a native folder, on the
+    typed config the importer translated, before the model is made."""
+    key = KINDS[kind][1]
+    crafted = _crafted(request, kind, tmp_path, **{key: 2**20})
+    err = _refused(capsys, kind, crafted, tmp_path)
+    assert f"{crafted / 'config.json'}: about " in err and "parameters need" in err, err
+    assert sizes.SKIP_ENV in err
+
+
+def test_a_gpt2_without_an_end_token_is_refused_at_import(hf_gpt2_folder, tmp_path,  # noqa: F811
+                                                          capsys):
+    """eos_token_id null imported "fine" and then failed in every `aiayn generate`."""
+    crafted = tmp_path / "crafted"
+    shutil.copytree(hf_gpt2_folder[0], crafted)
+    config = json.loads((crafted / "config.json").read_text())
+    (crafted / "config.json").write_text(json.dumps({**config, "eos_token_id": None}))
+    err = _refused(capsys, "hf-gpt2", crafted, tmp_path)
+    assert f"{crafted / 'config.json'}: eos_token_id=null: a language model needs the id of " \
+        "<|endoftext|>, below vocab_size=" in err, err
