@@ -93,6 +93,8 @@ def export_hf(folder: str | Path, out: str | Path) -> str:
     if family != VIT and not (folder / TOKENIZER_FILE).is_file():
         raise UserError(f"{folder / TOKENIZER_FILE}: not found: the export needs the model's "
                         "tokenizer")
+    # Read and checked before anything is written: a broken tokenizer.json is refused, not copied.
+    tokenizer = None if family == VIT else _tokenizer_text(folder, meta, ids, model, family)
     out.mkdir(parents=True, exist_ok=True)
     atomic_write(out / "model.safetensors",
                  lambda tmp: save_file(state, str(tmp), metadata={"format": "pt"}))
@@ -102,7 +104,7 @@ def export_hf(folder: str | Path, out: str | Path) -> str:
     else:
         if family != ENCODER:
             _write_generation_config(out, config, model, family)
-        _write_tokenizer(folder, out, meta, ids, model, template=family == ENCODER)
+        _write_tokenizer(out, tokenizer, meta, ids, model)
     return config["architectures"][0]
 
 
@@ -119,16 +121,34 @@ def _write_generation_config(out: Path, config: dict[str, Any], model: nn.Module
     atomic_write_text(out / "generation_config.json", json.dumps(generation, indent=2) + "\n")
 
 
-def _write_tokenizer(folder: Path, out: Path, meta: dict[str, Any], ids: dict[str, Any],
-                     model: nn.Module, template: bool = False) -> None:
-    """tokenizer.json (aiayn's own file) and the two files naming its special tokens. With
-    `template` (an encoder) the tokenizer also adds [CLS] ... [SEP] as TextEncoder does, and
-    knows the [MASK] id the masked LM added past its vocabulary."""
-    text = (folder / TOKENIZER_FILE).read_text(encoding="utf-8")
-    if template:
-        text = _with_cls_sep_mask(text, ids)
-    elif meta.get("source_eos"):  # an imported Marian model reads "source </s>"
-        text = _with_eos(text, ids["eos"])
+def _tokenizer_text(folder: Path, meta: dict[str, Any], ids: dict[str, Any], model: nn.Module,
+                    family: str) -> str:
+    """The tokenizer.json to write: the folder's, read as aiayn reads it (a UserError naming the
+    file when it is not a tokenizer, lacks a special id or has more tokens than the model has
+    embedding rows). An encoder's also adds [CLS] ... [SEP] as TextEncoder does, and knows the
+    [MASK] id the masked LM added past its vocabulary; an imported Marian model's appends </s>."""
+    from aiayn.data.tokenizer import Tokenizer
+
+    path = folder / TOKENIZER_FILE
+    own = family != ENCODER and "special_ids" not in meta  # aiayn's specials at ids 0-3
+    hf = Tokenizer.load(path, check_specials=own).hf
+    size, rows = hf.get_vocab_size(with_added_tokens=True), model.config.vocab_size
+    if size > rows:
+        raise UserError(f"{path}: {size} tokens, but the model has {rows} embedding rows (the "
+                        "tokenizer of another model?)")
+    for name, i in ids.items():
+        past = family == ENCODER and name == "mask" and i == size  # the masked LM's own row
+        if i is not None and not past and hf.id_to_token(i) is None:
+            raise UserError(f"{path}: no token at the model's {name} id {i}")
+    text = path.read_text(encoding="utf-8")  # the file as it is, once it reads as a tokenizer
+    if family == ENCODER:
+        return _with_cls_sep_mask(text, ids)
+    return _with_eos(text, ids["eos"]) if meta.get("source_eos") else text
+
+
+def _write_tokenizer(out: Path, text: str, meta: dict[str, Any], ids: dict[str, Any],
+                     model: nn.Module) -> None:
+    """tokenizer.json (`text`: _tokenizer_text's) and the two files naming its special tokens."""
     atomic_write_text(out / TOKENIZER_FILE, text)
     if "special_ids" in meta:  # the token strings of the model's own ids
         from tokenizers import Tokenizer as HFTokenizer
