@@ -109,3 +109,33 @@ def test_a_train_state_naming_weights_outside_the_folder_is_refused(folder, tmp_
     last = err.strip().splitlines()[-1]  # after the run's own progress lines
     assert code == 2 and "Traceback" not in err
     assert last.startswith("aiayn: error: ") and "names weights outside the folder" in last
+
+
+def test_many_thin_layers_are_refused_though_their_weights_are_small():
+    """10^7 layers of width 2 are 2.4e8 weights (1 GB) but ~50 KiB of Python objects each."""
+    config = DecoderLMConfig(vocab_size=10, d_model=2, n_heads=1, d_ff=2, n_layers=10**7, max_len=4)
+    assert sizes.estimate_parameters(config) * sizes.LOAD_BYTES_PER_PARAM < 2**31
+    with pytest.raises(Exception, match="parameters need"):
+        sizes.check_fits(config, "x")
+
+
+def test_check_count_names_the_flag_the_need_and_the_bound(monkeypatch):
+    monkeypatch.delenv(sizes.SKIP_ENV, raising=False)
+    monkeypatch.setattr(sizes, "available_bytes", lambda device=None: 2**30)
+    with pytest.raises(Exception) as e:
+        sizes.check_count("--num-samples", 10**9, 1000, "the batch")
+    assert str(e.value) == ("--num-samples 1000000000: would need ~931.3 GiB for the batch; at "
+                            "most 1,073,741 fit in the 1.0 GiB of memory available (set "
+                            f"{sizes.SKIP_ENV}=1 to try anyway)")
+    sizes.check_count("--batch-size", 10**9, 1000, "the batch", used=1000)  # 1000 are used
+    monkeypatch.setenv(sizes.SKIP_ENV, "1")
+    sizes.check_count("--num-samples", 10**9, 1000, "the batch")
+
+
+def test_a_decoding_row_is_estimated_at_its_real_size_not_its_worst():
+    """GPT-2 small continuing a 5-token prompt by 100 tokens: ~20 MB a row (keys and values of
+    105 positions in 12 layers, the prompt's logits), so 64 samples fit a laptop."""
+    from aiayn.config import lm_preset
+
+    row = sizes.row_bytes(lm_preset("gpt2-small"), new=5, keys=105, kept=100)
+    assert 10 * 2**20 < row < 40 * 2**20

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import re
 import sys
 from collections.abc import Callable
@@ -27,15 +28,52 @@ def positive_int(text: str) -> int:
     return _int_at_least(text, 1, "positive")
 
 
-def positive_int_or_auto(text: str) -> int | str:
-    """argparse type: "auto" or an integer >= 1 (`--workers auto`)."""
+# Threads or processes beyond this many per CPU thread of the machine only wait for a core (and
+# `--threads 100000000` crashed the process): the bound of --threads, --workers, serve --threads.
+THREADS_PER_CPU = 4
+
+
+def thread_count(text: str) -> int:
+    """argparse type: a number of threads or processes, 1 .. THREADS_PER_CPU per CPU thread."""
+    value = _int_at_least(text, 1, "positive")
+    most = THREADS_PER_CPU * (os.cpu_count() or 1)
+    if value > most:
+        raise argparse.ArgumentTypeError(f"{value}: at most {most} ({THREADS_PER_CPU} per CPU "
+                                         "thread of this machine; more only wait for a core)")
+    return value
+
+
+def thread_count_or_auto(text: str) -> int | str:
+    """argparse type: "auto" or a thread_count (`--workers auto`)."""
     if text == "auto":
         return text
     try:
         int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is neither an integer nor 'auto'") from None
-    return _int_at_least(text, 1, "positive")
+    return thread_count(text)
+
+
+def beam_size(text: str) -> int:
+    """argparse type: a beam size, 1 .. MAX_BEAM (aiayn.generation.config)."""
+    from aiayn.generation.config import MAX_BEAM
+
+    value = _int_at_least(text, 1, "positive")
+    if value > MAX_BEAM:
+        raise argparse.ArgumentTypeError(f"{value}: at most {MAX_BEAM} (every beam is a row of "
+                                         "the batch; §6.1 uses 4)")
+    return value
+
+
+def seed(text: str) -> int:
+    """argparse type: a seed torch.Generator.manual_seed takes (-2**63 .. 2**64 - 1)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if not -2**63 <= value < 2**64:
+        raise argparse.ArgumentTypeError(f"{value}: a seed must be in -2**63 .. 2**64 - 1")
+    return value
 
 
 def non_negative_int(text: str) -> int:

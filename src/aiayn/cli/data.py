@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import argparse
 
+from aiayn.cli.common import non_negative_int
+
 
 def register(sub) -> None:
     """Add `aiayn data <corpus>` to the `aiayn` parser."""
@@ -22,9 +24,9 @@ def register(sub) -> None:
 
     dn = corpora.add_parser("dates-numbers", help="English -> German dates and spelled-out numbers")
     dn.add_argument("--out", required=True, help="output directory")
-    dn.add_argument("--n-train", type=int, default=20000)
-    dn.add_argument("--n-valid", type=int, default=500)
-    dn.add_argument("--n-test", type=int, default=1000)
+    dn.add_argument("--n-train", type=non_negative_int, default=20000)
+    dn.add_argument("--n-valid", type=non_negative_int, default=500)
+    dn.add_argument("--n-test", type=non_negative_int, default=1000)
     dn.add_argument("--seed", type=int, default=0)
     dn.set_defaults(func=_dates_numbers)
 
@@ -39,8 +41,14 @@ def register(sub) -> None:
 
 
 def _dates_numbers(args: argparse.Namespace) -> int:
-    from aiayn.data.dates_numbers import dates_numbers
+    from aiayn.data.dates_numbers import dates_numbers, most_sentences
+    from aiayn.errors import UserError
 
+    counts = {"--n-train": args.n_train, "--n-valid": args.n_valid, "--n-test": args.n_test}
+    if sum(counts.values()) > most_sentences():  # the default years and numbers
+        given = " + ".join(f"{flag} {n}" for flag, n in counts.items())
+        raise UserError(f"{given}: the corpus has at most {most_sentences():,} distinct "
+                        "sentences (fewer in fact); ask for fewer")
     params = dict(n_train=args.n_train, n_valid=args.n_valid, n_test=args.n_test, seed=args.seed)
     return _write("dates-numbers", dates_numbers(**params), args.out, ("en", "de"), params)
 

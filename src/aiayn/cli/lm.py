@@ -28,6 +28,7 @@ from aiayn.cli.common import (
     report_training,
     runs_model,
     say,
+    seed,
     split_overrides,
     training_command,
 )
@@ -51,7 +52,8 @@ def register(sub) -> None:
     ev.add_argument("--text", nargs="+", metavar="FILE", help="files to score (each a document)")
     ev.add_argument("--split", choices=("valid", "test"), default=None,
                     help="a split of the model's training corpus (default: test, else valid)")
-    ev.add_argument("--batch-size", type=int, default=8)
+    ev.add_argument("--batch-size", type=positive_int, default=8,
+                    help="blocks of the text scored together (default 8)")
     ev.set_defaults(func=_eval)
 
     gen = sub.add_parser("generate", help="continue a prompt with a language model (streaming)")
@@ -61,13 +63,13 @@ def register(sub) -> None:
                      help="text to continue (default: empty); repeat for several prompts")
     gen.add_argument("--num-samples", type=positive_int, default=1,
                      help="continuations per prompt, decoded in one batch (default 1)")
-    gen.add_argument("--max-new-tokens", type=int, default=100)
+    gen.add_argument("--max-new-tokens", type=non_negative_int, default=100)
     gen.add_argument("--temperature", type=finite_float, default=0.8,
                      help="0 = greedy (default 0.8, as nanoGPT)")
-    gen.add_argument("--top-k", type=int, default=200,
+    gen.add_argument("--top-k", type=non_negative_int, default=200,
                      help="sample from the k most likely tokens (default 200, as nanoGPT; 0 = all)")
     gen.add_argument("--top-p", type=finite_float, default=None)
-    gen.add_argument("--seed", type=int, default=None)
+    gen.add_argument("--seed", type=seed, default=None)
     gen.add_argument("--no-repeat-ngram-size", type=non_negative_int, default=0, metavar="N",
                      help="no N tokens in a row twice in prompt + continuation (default 0: off)")
     gen.set_defaults(func=_generate)
@@ -124,8 +126,6 @@ def _eval(args: argparse.Namespace) -> int:
     )
 
     lm = LanguageModel.load(args.model, device=args.device)
-    if args.batch_size < 1:
-        raise UserError(f"--batch-size {args.batch_size}: must be a positive integer")
     exp = lm.meta.get("experiment", {})
     data = LMDataConfig.from_dict(exp.get("data", {}))
     if args.text:
@@ -138,6 +138,7 @@ def _eval(args: argparse.Namespace) -> int:
                             "score files with --text FILE...")
         docs, what = splits[split], f"the {split} split"
     block_len = data.block_len or lm.model.config.max_len
+    _check_eval_batch(lm, docs, block_len, args.batch_size)
     r = score_documents(lm.model, lm.tokenizer, docs, block_len, batch_size=args.batch_size,
                         special=lm.special)
     print(f"{what}: loss {r['loss']:.4f} nats/token, perplexity {r['perplexity']:.2f}, "
@@ -151,6 +152,7 @@ def _generate(args: argparse.Namespace) -> int:
 
     lm = LanguageModel.load(args.model, device=args.device)
     prompts = args.prompt or [""]
+    _check_generate_batch(lm, prompts, args)
     options = dict(temperature=args.temperature, top_k=args.top_k or None, top_p=args.top_p,
                    seed=args.seed, no_repeat_ngram_size=args.no_repeat_ngram_size)
     out = sys.stdout
@@ -168,3 +170,28 @@ def _generate(args: argparse.Namespace) -> int:
         for text in texts:
             out.write(f"{prompt}{text}\n---\n")
     return 0
+
+
+def _check_eval_batch(lm, docs, block_len: int, batch_size: int) -> None:
+    """--batch-size within the memory: a batch is that many blocks of block_len tokens (no more
+    than the text has: a token is at least one byte), each with its logits."""
+    from aiayn.sizes import check_count, row_bytes
+
+    tokens = sum(len(text.encode("utf-8")) + 2 for _, text in docs)  # + <s> and </s>
+    check_count("--batch-size", batch_size, row_bytes(lm.model.config, block_len, block_len),
+                f"a batch of {block_len}-token blocks", used=min(batch_size, -(-tokens // block_len)),
+                device=lm.device)
+
+
+def _check_generate_batch(lm, prompts: list[str], args: argparse.Namespace) -> None:
+    """--max-new-tokens and --num-samples within the memory: the samples of every prompt are one
+    batch, each row keeping its tokens, and the keys and values of its last max_len of them."""
+    from aiayn.sizes import KEPT_TOKEN_BYTES, check_count, row_bytes
+
+    new = args.max_new_tokens
+    check_count("--max-new-tokens", new, len(prompts) * KEPT_TOKEN_BYTES,
+                f"the tokens of {len(prompts)} prompt(s)")
+    longest = max(len(lm.tokenizer.encode(p)) for p in prompts) + 1  # <s> first
+    row = row_bytes(lm.model.config, longest, min(longest + new, lm.model.config.max_len), new)
+    check_count("--num-samples", args.num_samples, len(prompts) * row,
+                f"the batch ({len(prompts)} prompt(s) x N samples)", device=lm.device)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from aiayn.cli.common import thread_count
+
 
 def register(sub) -> None:
     p = sub.add_parser("serve", help="the attention explorer: a local web page over a model folder")
@@ -9,7 +11,8 @@ def register(sub) -> None:
     p.add_argument("--host", default="127.0.0.1",
                    help="address to bind (default 127.0.0.1: this machine only)")
     p.add_argument("--port", type=int, default=8000, help="port (default 8000)")
-    p.add_argument("--threads", type=int, default=4, help="request threads (default 4)")
+    p.add_argument("--threads", type=thread_count, default=4,
+                   help="request threads (default 4; the server starts them all at once)")
     p.set_defaults(func=run)
 
 
@@ -18,7 +21,5 @@ def run(args) -> int:
     from aiayn.viz.server import serve
     if not 0 <= args.port <= 65535:
         raise UserError(f"--port {args.port}: must be in 0..65535")
-    if args.threads < 1:
-        raise UserError(f"--threads {args.threads}: must be at least 1")
     serve(args.model, args.host, args.port, args.threads)
     return 0

@@ -20,16 +20,18 @@ import sys
 import time
 
 from aiayn.cli.common import (
+    beam_size,
     config_task_of,
     device_options,
     finite_float,
     non_negative_int,
     positive_int,
-    positive_int_or_auto,
     read_stdin_lines,
     report_training,
     runs_model,
     split_overrides,
+    thread_count,
+    thread_count_or_auto,
     train_as,
     training_command,
     warn,
@@ -80,7 +82,7 @@ def register(sub) -> None:
 
 def _model_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", required=True, help="model folder")
-    p.add_argument("--beam", type=positive_int, default=None,
+    p.add_argument("--beam", type=beam_size, default=None,
                    help="beam size; 1 = greedy (default 4, §6.1, or an imported model's own)")
     p.add_argument("--alpha", type=finite_float, default=None,
                    help="length penalty alpha (default 0.6, or an imported model's own)")
@@ -98,9 +100,9 @@ def _model_args(p: argparse.ArgumentParser) -> None:
     device_options(p)
     p.add_argument("--checkpoint", type=positive_int, metavar="STEP",
                    help="use the weights saved at this training step (checkpoints/)")
-    p.add_argument("--threads", type=positive_int, default=None,
+    p.add_argument("--threads", type=thread_count, default=None,
                    help="CPU threads for decoding (default: torch's, usually the core count)")
-    p.add_argument("--workers", type=positive_int_or_auto, default="auto", metavar="N|auto",
+    p.add_argument("--workers", type=thread_count_or_auto, default="auto", metavar="N|auto",
                    help="CPU processes decoding batches side by side, one thread each; the same "
                         "output either way (default auto: one per CPU thread, at most one per "
                         "batch of --batch-size sentences; 1 on a GPU)")
@@ -115,6 +117,29 @@ def _set_threads(args: argparse.Namespace) -> None:
 def _threads() -> int:
     import torch
     return torch.get_num_threads()
+
+
+def _check_memory(translator, sentences: list[str], args: argparse.Namespace) -> None:
+    """--beam and --batch-size within the memory, before decoding: each of the worker processes
+    decodes a batch of sentences, every beam of a sentence a row of keys and values reaching
+    the source's length plus the output's (§6.1: at most the input + max_extra tokens)."""
+    from aiayn.generation.config import GenerationConfig
+    from aiayn.generation.workers import resolve_workers
+    from aiayn.sizes import check_count, row_bytes
+
+    if not sentences:
+        return
+    cfg, device = translator.model.config, translator.device
+    src = min(max(len(translator.encode_source(s)) for s in sentences), cfg.max_len)
+    out = src + GenerationConfig.max_extra
+    each = row_bytes(cfg, 1, src + out, kept=out)
+    beam = translator.search_options(args.beam)["beam"]
+    check_count("--beam", beam, each, "the search of one sentence", device=device)
+    batches = -(-len(sentences) // args.batch_size)
+    side_by_side = min(resolve_workers(args.workers, device), batches)
+    check_count("--batch-size", args.batch_size, beam * each * side_by_side,
+                f"{side_by_side} batch(es) of sentences with beam {beam} at once",
+                used=min(args.batch_size, len(sentences)), device=device)
 
 
 def _decode_opts(args: argparse.Namespace) -> dict:
@@ -150,6 +175,7 @@ def _translate(args: argparse.Namespace) -> int:
     _set_threads(args)
     translator = Translator.load(args.model, device=args.device, checkpoint=args.checkpoint)
     sentences = args.sentences or read_stdin_lines()
+    _check_memory(translator, sentences, args)
     for line in translator.translate(sentences, **_translate_opts(args)):
         print(line)
     sys.stdout.flush()
@@ -169,6 +195,7 @@ def _eval(args: argparse.Namespace) -> int:
     translator = Translator.load(args.model, device=args.device, checkpoint=args.checkpoint)
     search = translator.search_options(args.beam, args.alpha, args.length_penalty,
                                        args.early_stopping, args.no_repeat_ngram_size)
+    _check_memory(translator, [s for s, _ in pairs], args)
     start = time.perf_counter()
     hyps = translator.translate([s for s, _ in pairs], **{**_translate_opts(args), **search})
     seconds = time.perf_counter() - start

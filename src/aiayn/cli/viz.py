@@ -14,8 +14,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from aiayn.cli.common import beam_size, non_negative_int
 from aiayn.errors import UserError
 from aiayn.viz.style import FORMATS
+
+# Bytes per cell of the positions figure's tables (the encoding, position x dimension, and the
+# position-position dot products): float64 values and the colour-mapped copies matplotlib draws.
+FIGURE_CELL_BYTES = 32
 
 
 def register(sub) -> None:
@@ -32,8 +37,10 @@ def register(sub) -> None:
     p.add_argument("--layer", type=int, help="only this layer (1-based)")
     p.add_argument("--head", type=int, help="only this head (1-based)")
     p.add_argument("--mean", action="store_true", help="one panel: the mean over the heads")
-    p.add_argument("--beam", type=int, default=4, help="beam size of the translation (default 4)")
-    p.add_argument("--max-new-tokens", type=int, default=30, help="LM continuation length")
+    p.add_argument("--beam", type=beam_size, default=4,
+                   help="beam size of the translation (default 4)")
+    p.add_argument("--max-new-tokens", type=non_negative_int, default=30,
+                   help="LM continuation length (at most the model's max_len in all)")
     _common(p, "attention")
     p.set_defaults(func=run_attention)
 
@@ -100,9 +107,14 @@ def run_attention(args) -> int:
 
 
 def run_positions(args) -> int:
+    from aiayn.sizes import check_count
     from aiayn.viz.positions import plot_positions
     if args.d_model < 2 or args.max_len < 2:
         raise UserError("--d-model and --max-len must be at least 2")
+    check_count("--d-model", args.d_model, args.max_len * FIGURE_CELL_BYTES,
+                f"a table of {args.max_len} positions")
+    check_count("--max-len", args.max_len, (args.max_len + args.d_model) * FIGURE_CELL_BYTES,
+                f"the figure's tables (d_model {args.d_model})")
     return _save(args, [(args.name, plot_positions(args.d_model, args.max_len))])
 
 

@@ -62,6 +62,13 @@ def _clean(text: str) -> str:
     return " ".join(text.replace("\u00a0", " ").replace("\u202f", " ").split())
 
 
+def most_sentences(years: tuple[int, int] = (1900, 2099), max_number: int = 9999) -> int:
+    """An upper bound on the distinct source sentences: one per number and one per day in each
+    date format (fewer in fact: "3/5/24" is 1924 and 2024). More can never be drawn."""
+    days = datetime.date(years[1], 12, 31).toordinal() - datetime.date(years[0], 1, 1).toordinal() + 1
+    return max_number + 1 + len(DATE_FORMATS) * days
+
+
 def dates_numbers(n_train: int = 20000, n_valid: int = 500, n_test: int = 1000, seed: int = 0,
                   years: tuple[int, int] = (1900, 2099), max_number: int = 9999,
                   ) -> dict[str, list[Pair]]:
@@ -76,6 +83,11 @@ def dates_numbers(n_train: int = 20000, n_valid: int = 500, n_test: int = 1000, 
                         "1 <= first <= last <= 9999")
     if max_number < 0:
         raise UserError(f"dates-numbers: max_number={max_number} must be >= 0")
+    most = most_sentences(years, max_number)
+    if sum(sizes.values()) > most:
+        raise UserError(f"dates-numbers: {sum(sizes.values()):,} sentences asked for, but years "
+                        f"{first}-{last} and numbers 0-{max_number} give at most {most:,} "
+                        "distinct ones; ask for fewer")
 
     rng = random.Random(seed)
     start = datetime.date(first, 1, 1).toordinal()

@@ -22,6 +22,10 @@ from aiayn.generation.sampling import check_options
 
 LENGTH_PENALTIES = ("gnmt", "avg")
 EARLY_STOPPING = ("exact", "first_k", "current_length")
+# The widest beam: §6.1 uses 4, and studies of wide beams stop around 1,000. Every beam is a row
+# of the batch, so a larger value is a typo that stalls the search (beam 100000 had not
+# translated "1 2" with a tiny model after 20 s).
+MAX_BEAM = 1024
 
 
 def _fail(name: str, value: typing.Any, why: str) -> typing.NoReturn:
@@ -77,6 +81,8 @@ class GenerationConfig(Config):
         self._check_types()
         if self.beam < 1:
             _fail("beam", self.beam, "must be a positive integer")
+        if self.beam > MAX_BEAM:
+            _fail("beam", self.beam, f"at most {MAX_BEAM} (§6.1 uses 4)")
         if not math.isfinite(self.alpha):
             _fail("alpha", self.alpha, "must be a finite number")
         if self.length_penalty not in LENGTH_PENALTIES:
@@ -106,4 +112,4 @@ class GenerationConfig(Config):
         return "greedy" if self.temperature == 0 else "sample"
 
 
-__all__ = ["EARLY_STOPPING", "LENGTH_PENALTIES", "GenerationConfig"]
+__all__ = ["EARLY_STOPPING", "LENGTH_PENALTIES", "MAX_BEAM", "GenerationConfig"]
