@@ -69,8 +69,9 @@ def test_no_task_imports_another_task():
     ("data", {"data", "errors", "config"}),
     ("generation", {"generation", "data", "masks", "errors", "config"}),
     ("training", {"training", "data", "errors", "config", "devices", "folder", "families",
-                  "models", "nn", "masks", "sizes"}),
+                  "models", "nn", "masks", "sizes", "lock"}),
     ("sizes", {"errors"}),
+    ("lock", {"errors"}),
 ])
 def test_lower_layers_import_nothing_above_them(low, allowed):
     for name in (n for n in MODULES if layer(n) == low):

@@ -17,6 +17,7 @@ import contextlib
 import json
 import os
 import re
+import shutil
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -27,6 +28,7 @@ from safetensors.torch import load_file, save_file
 from torch import nn
 
 from aiayn.errors import UserError
+from aiayn.lock import LOCK_FILE, FolderBusy, holder, is_locked, writer_lock
 from aiayn.sizes import check_fits
 
 CONFIG_FILE = "config.json"
@@ -81,13 +83,65 @@ def atomic_write(path: str | Path, write: Callable[[Path], None]) -> None:
         write(tmp)
 
 
-def require_new_folder(out: str | Path) -> Path:
-    """`out` as a Path, after checking it is new or empty (a UserError otherwise): the folder a
-    command that writes a fresh model folder (average, import, export) may fill."""
-    out = Path(out)
-    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+def folder_contents(folder: str | Path) -> list[Path]:
+    """What a folder holds, without its writer lock file (aiayn.lock), which is not content."""
+    return [p for p in Path(folder).iterdir() if p.name != LOCK_FILE]
+
+
+# What a command writing a fresh folder (average, export, import) puts there first and removes
+# last: a folder holding it was left by such a command interrupted (Ctrl-C, SIGKILL, a full
+# disk), and the same command run again clears it and writes it anew.
+INCOMPLETE_MARKER = ".aiayn-incomplete"
+
+
+def _left_unfinished(out: Path) -> bool:
+    """Whether `out` holds only what an interrupted fresh-folder write leaves: the marker (with
+    whatever was written after it), or nothing but temporary files (written before the marker
+    existed)."""
+    names = {p.name for p in folder_contents(out)}
+    return INCOMPLETE_MARKER in names or all(n.startswith(".") and n.endswith(".tmp")
+                                             for n in names)
+
+
+def _check_new(out: Path) -> None:
+    if out.exists() and not out.is_dir():
+        raise UserError(f"{out}: exists and is not a folder; choose a new --out folder")
+    if out.is_dir() and folder_contents(out) and not _left_unfinished(out):
         raise UserError(f"{out}: already exists and is not empty; choose a new --out folder")
+
+
+def require_new_folder(out: str | Path) -> Path:
+    """`out` as a Path, after checking that a fresh folder may be written there: it is new, empty
+    or left unfinished by an interrupted average / export / import, and no other process is
+    writing it (a UserError otherwise). Touches nothing: a command checks this before its slow
+    work, and writes under new_folder(), which checks again holding the folder's lock."""
+    out = Path(out)
+    if out.is_dir() and is_locked(out):
+        raise FolderBusy(f"{out} is being written by {holder(out) or 'another process'}; wait "
+                         "for it or choose another --out")
+    _check_new(out)
     return out
+
+
+@contextlib.contextmanager
+def new_folder(out: str | Path) -> Iterator[Path]:
+    """Write a fresh model folder `out` in the body, as its one writer (aiayn.lock): checked as
+    require_new_folder does, what an interrupted write left is cleared, and INCOMPLETE_MARKER
+    stays until the body ends without an error. A body that fails before writing anything
+    leaves the folder as it found it (a folder made for it is removed)."""
+    with writer_lock(out) as out:
+        _check_new(out)
+        for item in folder_contents(out):
+            shutil.rmtree(item) if item.is_dir() and not item.is_symlink() else item.unlink()
+        marker = out / INCOMPLETE_MARKER
+        marker.touch()
+        try:
+            yield out
+        except BaseException:
+            if {p.name for p in folder_contents(out)} == {INCOMPLETE_MARKER}:
+                marker.unlink()
+            raise
+        marker.unlink()
 
 
 def checkpoint_path(folder: str | Path, step: int) -> Path:

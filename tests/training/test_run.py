@@ -12,6 +12,7 @@ import torch
 
 from aiayn.errors import UserError
 from aiayn.folder import CONFIG_FILE
+from aiayn.lock import LOCK_FILE
 from aiayn.tasks import TASKS
 from aiayn.training.checkpoint import STARTED_MARKER, TRAIN_STATE_FILE
 from aiayn.training.run import Run, TrainResult, start_run
@@ -79,15 +80,22 @@ def test_every_task_records_the_experiment_as_loaded_and_resumes_only_with_it(ta
 
 def test_start_run_seeds_and_makes_the_folder_only_for_the_first_file(tmp_path):
     _, exp, _ = tiny("image_classification", tmp_path, seed=7)
-    run = start_run(exp, say=lambda s: None)
-    drawn = (torch.rand(3), random.random(), np.random.rand())
-    torch.manual_seed(7), random.seed(7), np.random.seed(7)
-    assert torch.equal(drawn[0], torch.rand(3)) and drawn[1:] == (random.random(), np.random.rand())
-    assert isinstance(run, Run) and run.folder == tmp_path / "m" and not run.folder.exists()
-    assert run.record == {k: v for k, v in exp.to_dict().items() if k != "out"}
-    assert run.begin_folder() and (run.folder / STARTED_MARKER).is_file()
-    assert not run.stage(run.folder / "pretrain", resume=True).begin_folder()
-    assert not (run.folder / "pretrain").exists()
+    with start_run(exp, say=lambda s: None) as run:
+        drawn = (torch.rand(3), random.random(), np.random.rand())
+        torch.manual_seed(7), random.seed(7), np.random.seed(7)
+        assert torch.equal(drawn[0], torch.rand(3))
+        assert drawn[1:] == (random.random(), np.random.rand())
+        assert isinstance(run, Run) and run.folder == tmp_path / "m"
+        # until its first file the folder holds the writer lock alone
+        assert [p.name for p in run.folder.iterdir()] == [LOCK_FILE]
+        assert run.record == {k: v for k, v in exp.to_dict().items() if k != "out"}
+        assert run.begin_folder() and (run.folder / STARTED_MARKER).is_file()
+        assert not run.stage(run.folder / "pretrain", resume=True).begin_folder()
+        assert not (run.folder / "pretrain").exists()
+    assert sorted(p.name for p in run.folder.iterdir()) == [STARTED_MARKER]  # the lock is gone
+    with start_run(exp, out=tmp_path / "other", say=lambda s: None) as run:
+        pass
+    assert not run.folder.exists()  # a run that ended before its first file leaves nothing
 
 
 def _folder(path, model, record):

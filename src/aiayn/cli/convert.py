@@ -49,11 +49,15 @@ def _import_bert(args: argparse.Namespace) -> int:
 
 def _import_vit(args: argparse.Namespace) -> int:
     from aiayn.convert.hf_vit import load_hf_folder
+    from aiayn.folder import new_folder, require_new_folder
     from aiayn.tasks.image_classification import ImageClassifier
 
+    out = require_new_folder(args.out)
     model = load_hf_folder(args.folder)
-    ImageClassifier(model, [str(i) for i in range(model.config.n_classes)], "RGB"
-                    if model.config.channels == 3 else "L", meta={"source": args.folder}).save(args.out)
+    classifier = ImageClassifier(model, [str(i) for i in range(model.config.n_classes)], "RGB"
+                                 if model.config.channels == 3 else "L", meta={"source": args.folder})
+    with new_folder(out):
+        classifier.save(out)
     print(f"imported {args.folder}: {model.num_parameters():,} parameters into {args.out}")
     return 0
 

@@ -28,6 +28,7 @@ import time
 from pathlib import Path
 
 from aiayn.errors import UserError
+from aiayn.lock import writer_lock
 
 N_SAMPLES = 6
 
@@ -38,11 +39,11 @@ def _say(message: str) -> None:
 
 def _check_out(out: Path) -> None:
     """The demo replaces only an earlier demo's folder, never anything else."""
-    from aiayn.folder import CONFIG_FILE
+    from aiayn.folder import CONFIG_FILE, folder_contents
 
     if not out.exists():
         return
-    if out.is_dir() and not any(out.iterdir()):
+    if out.is_dir() and not folder_contents(out):
         return
     config = out / CONFIG_FILE
     try:
@@ -117,13 +118,15 @@ def run_demo(out: str | Path = "demo-model", minutes: float | None = None, beam:
             raise UserError(f"--minutes {minutes}: must be positive")
         overrides.append(f"train.max_minutes={float(minutes)}")
     exp = translation.experiment("demo", overrides)
-    _check_out(out)
-    threads = torch.get_num_threads()
-    try:  # exp.train.threads for decoding too, not only for training (the Trainer's part)
-        torch.set_num_threads(exp.train.threads or threads)
-        return _run(exp, out, beam, test_limit)
-    finally:
-        torch.set_num_threads(threads)
+    # One demo writes `out` (and its training folder beside it) at a time (aiayn.lock).
+    with writer_lock(out):
+        _check_out(out)
+        threads = torch.get_num_threads()
+        try:  # exp.train.threads for decoding too, not only for training (the Trainer's part)
+            torch.set_num_threads(exp.train.threads or threads)
+            return _run(exp, out, beam, test_limit)
+        finally:
+            torch.set_num_threads(threads)
 
 
 def _run(exp, out: Path, beam: int, test_limit: int | None) -> int:

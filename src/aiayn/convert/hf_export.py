@@ -32,6 +32,7 @@ from aiayn.folder import (
     atomic_write,
     atomic_write_text,
     load_model,
+    new_folder,
     require_new_folder,
 )
 
@@ -95,16 +96,16 @@ def export_hf(folder: str | Path, out: str | Path) -> str:
                         "tokenizer")
     # Read and checked before anything is written: a broken tokenizer.json is refused, not copied.
     tokenizer = None if family == VIT else _tokenizer_text(folder, meta, ids, model, family)
-    out.mkdir(parents=True, exist_ok=True)
-    atomic_write(out / "model.safetensors",
-                 lambda tmp: save_file(state, str(tmp), metadata={"format": "pt"}))
-    atomic_write_text(out / "config.json", json.dumps(config, indent=2, sort_keys=True) + "\n")
-    if family == VIT:
-        _write_image_processor(out, model)
-    else:
-        if family != ENCODER:
-            _write_generation_config(out, config, model, family)
-        _write_tokenizer(out, tokenizer, meta, ids, model)
+    with new_folder(out):
+        atomic_write(out / "model.safetensors",
+                     lambda tmp: save_file(state, str(tmp), metadata={"format": "pt"}))
+        atomic_write_text(out / "config.json", json.dumps(config, indent=2, sort_keys=True) + "\n")
+        if family == VIT:
+            _write_image_processor(out, model)
+        else:
+            if family != ENCODER:
+                _write_generation_config(out, config, model, family)
+            _write_tokenizer(out, tokenizer, meta, ids, model)
     return config["architectures"][0]
 
 

@@ -186,32 +186,33 @@ def train(exp: Experiment, resume: bool = False, out: str | Path | None = None,
           say: Callable[[str], None] = print) -> TrainResult:
     """Train a ViT into the folder `out` (or the experiment's). The result holds the test
     accuracy (metrics["test_accuracy"]) when the corpus has test images."""
-    run = start_run(exp, resume, out, say)
-    say, data, train_cfg = run.say, exp.data, exp.train
-    corpus = load_image_corpus(data)
-    (x_train, y_train), (x_valid, y_valid) = corpus.splits["train"], corpus.splits["valid"]
-    if len(y_train) == 0:
-        raise UserError(f"{data.images or data.corpus}: no training images")
-    cfg = exp.model_config(image_size=corpus.image_size, channels=corpus.channels,
-                           n_classes=len(corpus.classes))
-    say(f"data: {len(y_train)} training, {len(y_valid)} validation, "
-        f"{len(corpus.splits['test'][1])} test images of {corpus.channels}x{corpus.image_size}x"
-        f"{corpus.image_size}, {len(corpus.classes)} classes")
-    vit = VisionTransformer(cfg)
-    say(f"model: {vit.num_parameters():,} parameters (d_model {cfg.d_model}, {cfg.n_layers} layers, "
-        f"{cfg.n_patches} patches of {cfg.patch_size}x{cfg.patch_size})")
+    # the run's folder has one writer, this process, until its last save (aiayn.lock)
+    with start_run(exp, resume, out, say) as run:
+        say, data, train_cfg = run.say, exp.data, exp.train
+        corpus = load_image_corpus(data)
+        (x_train, y_train), (x_valid, y_valid) = corpus.splits["train"], corpus.splits["valid"]
+        if len(y_train) == 0:
+            raise UserError(f"{data.images or data.corpus}: no training images")
+        cfg = exp.model_config(image_size=corpus.image_size, channels=corpus.channels,
+                               n_classes=len(corpus.classes))
+        say(f"data: {len(y_train)} training, {len(y_valid)} validation, "
+            f"{len(corpus.splits['test'][1])} test images of {corpus.channels}x{corpus.image_size}x"
+            f"{corpus.image_size}, {len(corpus.classes)} classes")
+        vit = VisionTransformer(cfg)
+        say(f"model: {vit.num_parameters():,} parameters (d_model {cfg.d_model}, {cfg.n_layers} layers, "
+            f"{cfg.n_patches} patches of {cfg.patch_size}x{cfg.patch_size})")
 
-    def evaluate(m) -> dict[str, float]:
-        return {"valid_accuracy": accuracy(m, x_valid, y_valid)} if len(y_valid) else {}
+        def evaluate(m) -> dict[str, float]:
+            return {"valid_accuracy": accuracy(m, x_valid, y_valid)} if len(y_valid) else {}
 
-    meta = {"task": "image-classification", "classes": corpus.classes, "image_mode": corpus.mode}
-    trainer = Trainer(vit, train_cfg, image_batches(x_train, y_train, data, train_cfg.seed),
-                      lambda m, b: image_classification_loss(m, b, train_cfg.label_smoothing), run,
-                      family=FAMILY, meta=meta, evaluate=evaluate)
-    result = trainer.fit()
-    if len(corpus.splits["test"][1]):
-        result.metrics["test_accuracy"] = accuracy(vit, *corpus.splits["test"])
-    return result
+        meta = {"task": "image-classification", "classes": corpus.classes, "image_mode": corpus.mode}
+        trainer = Trainer(vit, train_cfg, image_batches(x_train, y_train, data, train_cfg.seed),
+                          lambda m, b: image_classification_loss(m, b, train_cfg.label_smoothing), run,
+                          family=FAMILY, meta=meta, evaluate=evaluate)
+        result = trainer.fit()
+        if len(corpus.splits["test"][1]):
+            result.metrics["test_accuracy"] = accuracy(vit, *corpus.splits["test"])
+        return result
 
 
 __all__ = ["FAMILY", "ImageClassifier", "TASK", "VisionDataConfig",

@@ -33,7 +33,7 @@ from aiayn.data.tokenizer import Tokenizer
 from aiayn.errors import ConfigError, UserError
 from aiayn.families import FAMILIES
 from aiayn.families import LANGUAGE_MODEL as FAMILY
-from aiayn.folder import EXAMPLE_CHARS, load_model, require_new_folder, save_model
+from aiayn.folder import EXAMPLE_CHARS, load_model, new_folder, require_new_folder, save_model
 from aiayn.generation.lm import stream as stream_tokens
 from aiayn.models.decoder_lm import DecoderLM
 from aiayn.training import distributed
@@ -321,7 +321,8 @@ def import_hf_gpt2(folder: str | Path, out: str | Path) -> LanguageModel:
     meta = {"task": "language-modeling", "source": str(folder),
             "special_ids": special_ids(hf_config, config_path)}
     lm = LanguageModel(model, tokenizer, "cpu", meta)
-    lm.save(out)
+    with new_folder(out):
+        lm.save(out)
     return lm
 
 
@@ -350,43 +351,44 @@ def train(exp: Experiment, resume: bool = False, out: str | Path | None = None,
     weights, train state, metrics; on `texts` (else data.corpus), validated on `valid_texts`
     (else held-out tails). A resumed run must use the same model and data settings and texts;
     train settings (e.g. a larger max_steps) and the validation files may change."""
-    run = start_run(exp, resume, out, say, may_change=("valid_texts",),
-                    inputs={"texts": [str(p) for p in texts],
-                            "valid_texts": [str(p) for p in valid_texts]})
-    say, data, cfg = run.say, exp.data, exp.train
-    t0 = time.monotonic()
-    splits = load_splits(data, texts, valid_texts)
-    if resume:
-        tokenizer = Tokenizer.load(run.folder)
-    else:
-        tokenizer = Tokenizer.train([t for _, t in splits["train"]], data.vocab_size, data.tokenizer)
-    distributed.check_same(tokenizer.to_json(), "the tokenizer")
-    model_cfg = exp.model_config(vocab_size=tokenizer.vocab_size, pad_id=PAD)
-    block_len = data.block_len or model_cfg.max_len
-    if model_cfg.positions == "learned" and block_len > model_cfg.max_len:
-        raise UserError(f"data.block_len={block_len} exceeds model.max_len={model_cfg.max_len}")
-    stream = torch.cat(doc_tokens(tokenizer, splits["train"]))
-    say(f"data: {len(splits['train'])} training documents ({stream.numel():,} tokens), "
-        f"{len(splits['valid'])} validation documents, vocabulary {tokenizer.vocab_size} "
-        f"({time.monotonic() - t0:.1f} s)")
-    lm = DecoderLM(model_cfg)
-    say(f"model: {lm.num_parameters():,} parameters (d_model {model_cfg.d_model}, "
-        f"{model_cfg.n_layers} layers, {model_cfg.n_heads} heads)")
-    batches = block_batches(stream, block_len, max(1, cfg.max_tokens // block_len), cfg.seed)
+    # the run's folder has one writer, this process, until its last save (aiayn.lock)
+    with start_run(exp, resume, out, say, may_change=("valid_texts",),
+                   inputs={"texts": [str(p) for p in texts],
+                           "valid_texts": [str(p) for p in valid_texts]}) as run:
+        say, data, cfg = run.say, exp.data, exp.train
+        t0 = time.monotonic()
+        splits = load_splits(data, texts, valid_texts)
+        if resume:
+            tokenizer = Tokenizer.load(run.folder)
+        else:
+            tokenizer = Tokenizer.train([t for _, t in splits["train"]], data.vocab_size, data.tokenizer)
+        distributed.check_same(tokenizer.to_json(), "the tokenizer")
+        model_cfg = exp.model_config(vocab_size=tokenizer.vocab_size, pad_id=PAD)
+        block_len = data.block_len or model_cfg.max_len
+        if model_cfg.positions == "learned" and block_len > model_cfg.max_len:
+            raise UserError(f"data.block_len={block_len} exceeds model.max_len={model_cfg.max_len}")
+        stream = torch.cat(doc_tokens(tokenizer, splits["train"]))
+        say(f"data: {len(splits['train'])} training documents ({stream.numel():,} tokens), "
+            f"{len(splits['valid'])} validation documents, vocabulary {tokenizer.vocab_size} "
+            f"({time.monotonic() - t0:.1f} s)")
+        lm = DecoderLM(model_cfg)
+        say(f"model: {lm.num_parameters():,} parameters (d_model {model_cfg.d_model}, "
+            f"{model_cfg.n_layers} layers, {model_cfg.n_heads} heads)")
+        batches = block_batches(stream, block_len, max(1, cfg.max_tokens // block_len), cfg.seed)
 
-    def evaluate(m) -> dict[str, float]:
-        if not splits["valid"]:
-            return {}
-        r = score_documents(m, tokenizer, splits["valid"], block_len, data.eval_tokens)
-        return {"valid_loss": r["loss"], "valid_ppl": r["perplexity"], "valid_bpb": r["bits_per_byte"]}
+        def evaluate(m) -> dict[str, float]:
+            if not splits["valid"]:
+                return {}
+            r = score_documents(m, tokenizer, splits["valid"], block_len, data.eval_tokens)
+            return {"valid_loss": r["loss"], "valid_ppl": r["perplexity"], "valid_bpb": r["bits_per_byte"]}
 
-    if run.begin_folder():
-        tokenizer.save(run.folder)
-    trainer = Trainer(lm, cfg, batches, lambda m, b: lm_loss(m, b, cfg.label_smoothing), run,
-                      family=FAMILY, meta={"task": "language-modeling",
-                                           "example": prompt_example(splits)},
-                      evaluate=evaluate)
-    return trainer.fit()
+        if run.begin_folder():
+            tokenizer.save(run.folder)
+        trainer = Trainer(lm, cfg, batches, lambda m, b: lm_loss(m, b, cfg.label_smoothing), run,
+                          family=FAMILY, meta={"task": "language-modeling",
+                                               "example": prompt_example(splits)},
+                          evaluate=evaluate)
+        return trainer.fit()
 
 
 __all__ = ["LMDataConfig", "LanguageModel", "TASK", "block_batches", "experiment", "import_hf_gpt2",

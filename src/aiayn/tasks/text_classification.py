@@ -270,8 +270,9 @@ def import_hf_bert(folder: str | Path, out: str | Path) -> TextEncoder:
         load_hf_tokenizer,
         sentence_transformers_max_len,
     )
+    from aiayn.folder import new_folder, require_new_folder
 
-    folder, out = Path(folder), Path(out)
+    folder, out = Path(folder), require_new_folder(out)
     model, _ = load_hf_folder(folder)
     hf_tok, special = load_hf_tokenizer(folder, model.config.pad_id)
     meta = {"task": "text-encoder", "source": str(folder.resolve()), "special_ids": special,
@@ -281,7 +282,8 @@ def import_hf_bert(folder: str | Path, out: str | Path) -> TextEncoder:
         meta["max_seq_length"] = max_seq
     encoder = TextEncoder(model, Tokenizer(hf_tok, check_specials=False), special, [], "cpu", meta,
                           max_seq)
-    encoder.save(out)
+    with new_folder(out):
+        encoder.save(out)
     return encoder
 
 
@@ -361,42 +363,43 @@ def train(exp: Experiment, resume: bool = False, out: str | Path | None = None,
     """Train (optionally MLM-pretrain, then fine-tune) a text classifier into `out` (or the
     experiment's). The result holds the test accuracy (metrics["test_accuracy"]) when the
     corpus has a test split."""
-    run = start_run(exp, resume, out, say, stage=PRETRAIN_DIR)
-    say, data, train_cfg = run.say, exp.data, exp.train
-    splits = load_examples(data)
-    labels = _label_names(splits, data)
-    say(f"data: {len(splits['train'])} training, {len(splits['valid'])} validation examples, "
-        f"{len(labels)} labels")
-    enc, resuming = _prepare(exp, run, splits)
-    if not resuming:
-        enc = _with_classifier(enc, labels)
-        if run.world.is_main:
-            enc.save(run.folder)  # tokenizer and special ids beside the weights the Trainer writes
-    cfg = enc.model.config
-    say(f"model: {enc.model.num_parameters():,} parameters (d_model {cfg.d_model}, "
-        f"{cfg.n_layers} layers), vocabulary {cfg.vocab_size}")
-    # where the Trainer puts the model
-    enc.device = torch.device(distributed.process_device(train_cfg.device))
-    index = {y: i for i, y in enumerate(labels)}
-    targets = torch.tensor([index[y] for _, y in splits["train"]])
-    ids = [enc.token_ids(t) for t, _ in splits["train"]]
-    stream = text_batches(ids, targets, data.batch_size, train_cfg.seed, enc.special["pad"])
+    # the run's folder has one writer, this process, until its last save (aiayn.lock)
+    with start_run(exp, resume, out, say, stage=PRETRAIN_DIR) as run:
+        say, data, train_cfg = run.say, exp.data, exp.train
+        splits = load_examples(data)
+        labels = _label_names(splits, data)
+        say(f"data: {len(splits['train'])} training, {len(splits['valid'])} validation examples, "
+            f"{len(labels)} labels")
+        enc, resuming = _prepare(exp, run, splits)
+        if not resuming:
+            enc = _with_classifier(enc, labels)
+            if run.world.is_main:
+                enc.save(run.folder)  # tokenizer and special ids beside the weights the Trainer writes
+        cfg = enc.model.config
+        say(f"model: {enc.model.num_parameters():,} parameters (d_model {cfg.d_model}, "
+            f"{cfg.n_layers} layers), vocabulary {cfg.vocab_size}")
+        # where the Trainer puts the model
+        enc.device = torch.device(distributed.process_device(train_cfg.device))
+        index = {y: i for i, y in enumerate(labels)}
+        targets = torch.tensor([index[y] for _, y in splits["train"]])
+        ids = [enc.token_ids(t) for t, _ in splits["train"]]
+        stream = text_batches(ids, targets, data.batch_size, train_cfg.seed, enc.special["pad"])
 
-    def evaluate(m) -> dict[str, float]:
-        # m: the weights the folder holds (the running average, if on), not the run's own
-        scorer = copy.copy(enc)
-        scorer.model = m
-        return {"valid_accuracy": scorer.evaluate(splits["valid"])} if splits["valid"] else {}
+        def evaluate(m) -> dict[str, float]:
+            # m: the weights the folder holds (the running average, if on), not the run's own
+            scorer = copy.copy(enc)
+            scorer.model = m
+            return {"valid_accuracy": scorer.evaluate(splits["valid"])} if splits["valid"] else {}
 
-    meta = {**enc.meta, "task": "text-classification", "special_ids": enc.special,
-            "labels": labels, "example": (splits["valid"] or splits["train"])[0][0][:EXAMPLE_CHARS]}
-    trainer = Trainer(enc.model, train_cfg, stream,
-                      lambda m, b: text_classification_loss(m, b, train_cfg.label_smoothing),
-                      run.stage(run.folder, resuming), family=FAMILY, meta=meta, evaluate=evaluate)
-    result = trainer.fit()
-    if splits.get("test"):
-        result.metrics["test_accuracy"] = enc.evaluate(splits["test"])
-    return result
+        meta = {**enc.meta, "task": "text-classification", "special_ids": enc.special,
+                "labels": labels, "example": (splits["valid"] or splits["train"])[0][0][:EXAMPLE_CHARS]}
+        trainer = Trainer(enc.model, train_cfg, stream,
+                          lambda m, b: text_classification_loss(m, b, train_cfg.label_smoothing),
+                          run.stage(run.folder, resuming), family=FAMILY, meta=meta, evaluate=evaluate)
+        result = trainer.fit()
+        if splits.get("test"):
+            result.metrics["test_accuracy"] = enc.evaluate(splits["test"])
+        return result
 
 
 __all__ = ["ClassifyDataConfig", "TASK", "TextEncoder", "experiment", "import_hf_bert",

@@ -336,13 +336,14 @@ def import_hf_marian(folder: str | Path, out: str | Path) -> Translator:
     vocab.json + source.spm or a tokenizer.json) -> an aiayn translation folder `out` (new or
     empty) that translates as the Marian model does. Offline; see convert/hf_marian.py."""
     from aiayn.convert.hf_marian import load_hf_folder
-    from aiayn.folder import require_new_folder
+    from aiayn.folder import new_folder, require_new_folder
 
     folder, out = Path(folder), require_new_folder(out)
     model, hf, notes = load_hf_folder(folder)
     meta = {"task": "translation", "source": str(folder), "imported": "hf-marian", **notes}
     translator = Translator(model, Tokenizer(hf), "cpu", meta)
-    translator.save(out)
+    with new_folder(out):
+        translator.save(out)
     return translator
 
 
@@ -353,39 +354,40 @@ def train(exp: Experiment, resume: bool = False, out: str | Path | None = None,
     """Run (or resume) the experiment into `out` (else the experiment's folder); the result
     names the folder (result.folder). `meta` adds keys to its config.json ({"demo": true})."""
     # folders from before data.source_eos existed trained without it
-    run = start_run(exp, resume, out, say, added={"data.source_eos": False})
-    say, cfg, data = run.say, exp.train, exp.data
-    t0 = time.monotonic()
-    splits = load_pairs(data)
-    if resume:
-        tok = Tokenizer.load(run.folder)
-    else:
-        tok = Tokenizer.train([s for p in splits["train"] for s in p], data.vocab_size,
-                              data.tokenizer, data.split_digits)
-    distributed.check_same(tok.to_json(), "the tokenizer")
-    model_cfg = exp.model_config(vocab_size=tok.vocab_size, pad_id=PAD)
-    train_ids = encode_pairs(tok, splits["train"], model_cfg.max_len, data.source_eos)
-    if len(splits["valid"]) > data.valid_pairs and not data.corpus:  # the user's own file
-        say(f"warning: validation uses the first {data.valid_pairs} of {len(splits['valid'])} "
-            "pairs (data.valid_pairs)")
-    valid_ids = encode_pairs(tok, splits["valid"][:data.valid_pairs], model_cfg.max_len,
-                             data.source_eos)
-    if not train_ids:
-        raise UserError(f"no training pair fits max_len={model_cfg.max_len}")
-    say(f"data: {len(train_ids)} training pairs, {len(valid_ids)} validation pairs, "
-        f"vocabulary {tok.vocab_size} ({time.monotonic() - t0:.1f} s)")
-    model = Transformer(model_cfg)
-    say(f"model: {model.num_parameters():,} parameters (d_model {model_cfg.d_model}, "
-        f"{model_cfg.n_encoder_layers}+{model_cfg.n_decoder_layers} layers)")
-    evaluate = make_evaluate(tok, valid_ids, data, cfg.label_smoothing, cfg.max_tokens)
-    meta = {**(meta or {}), "task": "translation", "source_eos": data.source_eos,
-            "example": (splits["valid"] or splits["train"])[0][0][:EXAMPLE_CHARS]}
-    if run.begin_folder():
-        tok.save(run.folder)
-    trainer = Trainer(model, cfg, pair_batches(train_ids, cfg.max_tokens, cfg.seed),
-                      translation_loss(cfg.label_smoothing), run, family=FAMILY, meta=meta,
-                      evaluate=evaluate)
-    return trainer.fit()
+    # the run's folder has one writer, this process, until its last save (aiayn.lock)
+    with start_run(exp, resume, out, say, added={"data.source_eos": False}) as run:
+        say, cfg, data = run.say, exp.train, exp.data
+        t0 = time.monotonic()
+        splits = load_pairs(data)
+        if resume:
+            tok = Tokenizer.load(run.folder)
+        else:
+            tok = Tokenizer.train([s for p in splits["train"] for s in p], data.vocab_size,
+                                  data.tokenizer, data.split_digits)
+        distributed.check_same(tok.to_json(), "the tokenizer")
+        model_cfg = exp.model_config(vocab_size=tok.vocab_size, pad_id=PAD)
+        train_ids = encode_pairs(tok, splits["train"], model_cfg.max_len, data.source_eos)
+        if len(splits["valid"]) > data.valid_pairs and not data.corpus:  # the user's own file
+            say(f"warning: validation uses the first {data.valid_pairs} of {len(splits['valid'])} "
+                "pairs (data.valid_pairs)")
+        valid_ids = encode_pairs(tok, splits["valid"][:data.valid_pairs], model_cfg.max_len,
+                                 data.source_eos)
+        if not train_ids:
+            raise UserError(f"no training pair fits max_len={model_cfg.max_len}")
+        say(f"data: {len(train_ids)} training pairs, {len(valid_ids)} validation pairs, "
+            f"vocabulary {tok.vocab_size} ({time.monotonic() - t0:.1f} s)")
+        model = Transformer(model_cfg)
+        say(f"model: {model.num_parameters():,} parameters (d_model {model_cfg.d_model}, "
+            f"{model_cfg.n_encoder_layers}+{model_cfg.n_decoder_layers} layers)")
+        evaluate = make_evaluate(tok, valid_ids, data, cfg.label_smoothing, cfg.max_tokens)
+        meta = {**(meta or {}), "task": "translation", "source_eos": data.source_eos,
+                "example": (splits["valid"] or splits["train"])[0][0][:EXAMPLE_CHARS]}
+        if run.begin_folder():
+            tok.save(run.folder)
+        trainer = Trainer(model, cfg, pair_batches(train_ids, cfg.max_tokens, cfg.seed),
+                          translation_loss(cfg.label_smoothing), run, family=FAMILY, meta=meta,
+                          evaluate=evaluate)
+        return trainer.fit()
 
 
 __all__ = ["DataConfig", "TASK", "Translator", "decode_ids", "encode_pairs", "experiment",

@@ -29,7 +29,9 @@ from aiayn.folder import (
     WEIGHTS_FILE,
     atomic_write,
     atomic_write_text,
+    folder_contents,
     list_checkpoints,
+    new_folder,
     read_meta,
     remove_stale_tmp,
     require_new_folder,
@@ -64,7 +66,9 @@ def _never_checkpointed(out: Path) -> bool:
 
 def check_out_folder(out: Path, resume: bool) -> None:
     """A new run never writes into an existing folder, except one left by a run stopped before
-    its first checkpoint (its leftovers are removed); a resumed one needs its train state."""
+    its first checkpoint (its leftovers are removed); a resumed one needs its train state.
+    Called by the folder's one writer, holding its lock (aiayn.lock): the lock file is not
+    content, and nothing here is removed while another process may be writing."""
     if resume:
         if out.is_dir() and not (out / TRAIN_STATE_FILE).is_file() and _never_checkpointed(out):
             raise UserError(f"{out}: the run there stopped before its first checkpoint; nothing "
@@ -73,12 +77,12 @@ def check_out_folder(out: Path, resume: bool) -> None:
         if not (out / TRAIN_STATE_FILE).is_file():
             raise UserError(f"{out / TRAIN_STATE_FILE}: not found: nothing to resume")
         remove_stale_tmp(out)  # left by a run killed mid-save
-    elif out.exists() and (not out.is_dir() or any(out.iterdir())):
+    elif out.exists() and (not out.is_dir() or folder_contents(out)):
         if not (out.is_dir() and _never_checkpointed(out)):
             what = "holds a model" if (out / CONFIG_FILE).exists() else "is not empty"
             raise UserError(f"{out}: already exists and {what}; continue it with --resume or "
                             "choose another out folder")
-        for item in out.iterdir():
+        for item in folder_contents(out):
             shutil.rmtree(item) if item.is_dir() else item.unlink()
     elif not out.exists():
         _probe_creatable(out)
@@ -243,16 +247,16 @@ def average_checkpoints(folder: str | Path, last: int, out: str | Path,
         averaged = average_state_dicts(states, [f"step {step}" for step, _ in chosen])
     except UserError as e:
         raise UserError(f"{folder / CHECKPOINT_DIR}: {e}") from None
-    out.mkdir(parents=True, exist_ok=True)
-    # Only the files a model needs besides config and weights, and never through a symlink.
-    for name in COPIED_BY_AVERAGE:
-        item = folder / name
-        if item.is_file() and not item.is_symlink():
-            shutil.copyfile(item, out / name)
-    steps = [s for s, _ in chosen]
-    atomic_write(out / WEIGHTS_FILE, lambda tmp: save_file(
-        averaged, str(tmp), metadata={"format": "pt", "averaged_steps": ",".join(map(str, steps))}))
-    meta = read_meta(folder)
-    meta["averaged_steps"] = steps
-    atomic_write_text(out / CONFIG_FILE, json.dumps(meta, indent=2, sort_keys=True) + "\n")
+    with new_folder(out):
+        # Only the files a model needs besides config and weights, and never through a symlink.
+        for name in COPIED_BY_AVERAGE:
+            item = folder / name
+            if item.is_file() and not item.is_symlink():
+                shutil.copyfile(item, out / name)
+        steps = [s for s, _ in chosen]
+        atomic_write(out / WEIGHTS_FILE, lambda tmp: save_file(
+            averaged, str(tmp), metadata={"format": "pt", "averaged_steps": ",".join(map(str, steps))}))
+        meta = read_meta(folder)
+        meta["averaged_steps"] = steps
+        atomic_write_text(out / CONFIG_FILE, json.dumps(meta, indent=2, sort_keys=True) + "\n")
     return steps

@@ -1,10 +1,14 @@
 """One start of a run for every task: its folder, its processes, its record, its seed.
 
-    run = start_run(exp, resume=False, out=None, say=print)     # before any data is read
-    ...                                                         # the task's data and model
-    result = Trainer(model, exp.train, batches, loss_fn, run, family=..., meta=...).fit()
+    with start_run(exp, resume=False, out=None, say=print) as run:  # before any data is read
+        ...                                                         # the task's data and model
+        result = Trainer(model, exp.train, batches, loss_fn, run, family=..., meta=...).fit()
 
 What every task's train() gets from here, the same way:
+  * one writer: rank 0 holds the folder's writer lock (aiayn.lock) from before the folder is
+    checked until the run's last save (the end of the `with`); a second command writing the same
+    folder (another train, a --resume, an average into it) is refused in one line naming this
+    one, before it touches anything;
   * the output folder: a new run never writes into a folder holding anything but the leftovers of
     a run stopped before its first checkpoint, and a resumed one needs its train state
     (checkpoint.check_out_folder). The folder is created and marked as aiayn's only when the
@@ -20,6 +24,7 @@ What every task's train() gets from here, the same way:
 
 from __future__ import annotations
 
+import contextlib
 import random
 import signal
 from collections.abc import Callable, Sequence
@@ -32,7 +37,8 @@ import torch
 
 from aiayn.config import TrainConfig
 from aiayn.errors import UserError
-from aiayn.folder import read_meta
+from aiayn.folder import folder_contents, read_meta
+from aiayn.lock import writer_lock
 from aiayn.training import distributed
 from aiayn.training.checkpoint import TRAIN_STATE_FILE, check_out_folder, mark_started
 from aiayn.training.experiment import Experiment, require_out
@@ -77,6 +83,14 @@ class Run:
     # config.json's "experiment" (None: a Trainer given a bare folder records none)
     record: dict[str, Any] | None = None
     say: Callable[[str], None] = print  # rank 0's messages; silent on the other ranks
+    # The folder's writer lock (rank 0 of a started run); closed by the `with` around the run.
+    lock: contextlib.ExitStack = field(default_factory=contextlib.ExitStack, compare=False)
+
+    def __enter__(self) -> Run:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.lock.close()
 
     def begin_folder(self) -> bool:
         """Before a new run's first file: create its folder and mark it as aiayn's (rank 0; a
@@ -84,13 +98,14 @@ class Run:
         the new run's first files (e.g. its tokenizer); False on a resumed run or another rank."""
         if self.resume or not self.world.is_main:
             return False
-        if not self.folder.is_dir() or not any(self.folder.iterdir()):
+        if not self.folder.is_dir() or not folder_contents(self.folder):
             mark_started(self.folder)
         return True
 
     def stage(self, folder: Path, resume: bool) -> Run:
-        """The same run writing another folder (the classifier's masked-LM pretraining)."""
-        return replace(self, folder=folder, resume=resume)
+        """The same run writing another folder (the classifier's masked-LM pretraining), inside
+        this one's lock (which it does not own)."""
+        return replace(self, folder=folder, resume=resume, lock=contextlib.ExitStack())
 
 
 def folder_run(folder: str | Path, train: TrainConfig) -> Run:
@@ -119,13 +134,17 @@ def start_run(exp: Experiment, resume: bool = False, out: str | Path | None = No
     if resume and stage and not (folder / TRAIN_STATE_FILE).is_file() \
             and (folder / stage / TRAIN_STATE_FILE).is_file():
         state_in = folder / stage
-    if world.is_main:
-        check_out_folder(state_in, resume)
-    if resume:
-        now = {k: v for k, v in record.items() if k != "train" and k not in may_change}
-        check_resume(state_in, exp, now, added or {})
-    seed_everything(exp.train.seed)
-    return Run(folder, world, resume, record, say if world.is_main else distributed.silent)
+    lock = contextlib.ExitStack()
+    with lock:  # released here only when a check fails; else by the run's `with`
+        if world.is_main:
+            lock.enter_context(writer_lock(folder))
+            check_out_folder(state_in, resume)
+        if resume:
+            now = {k: v for k, v in record.items() if k != "train" and k not in may_change}
+            check_resume(state_in, exp, now, added or {})
+        seed_everything(exp.train.seed)
+        return Run(folder, world, resume, record, say if world.is_main else distributed.silent,
+                   lock.pop_all())
 
 
 def check_resume(folder: Path, exp: Experiment, now: dict[str, Any],
