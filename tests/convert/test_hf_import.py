@@ -109,3 +109,42 @@ def test_a_gpt2_without_an_end_token_is_refused_at_import(hf_gpt2_folder, tmp_pa
     err = _refused(capsys, "hf-gpt2", crafted, tmp_path)
     assert f"{crafted / 'config.json'}: eos_token_id=null: a language model needs the id of " \
         "<|endoftext|>, below vocab_size=" in err, err
+
+
+def _converted(kind: str, values: dict):
+    """The typed config `kind`'s converter makes of a config.json holding `values`."""
+    from aiayn.convert import hf_bert, hf_gpt2, hf_marian, hf_vit
+
+    if kind == "Marian":
+        return hf_marian.config_from_hf({**values, "model_type": "marian"}, 10, "config.json")
+    return {"GPT-2": hf_gpt2, "BERT": hf_bert, "ViT": hf_vit}[kind].config_from_hf(values)
+
+
+def test_any_config_values_give_a_typed_config_or_one_user_error():
+    """Whatever config.json holds under the keys a converter reads: checked values convert to a
+    typed config, others are one UserError; never a TypeError or ValueError of Python's own."""
+    from pathlib import Path
+
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from aiayn.convert import HF_VALUES, check_hf_values
+    from aiayn.errors import UserError
+
+    values = st.one_of(st.none(), st.booleans(), st.integers(-2**70, 2**70), st.floats(),
+                       st.text(max_size=4), st.lists(st.integers(0, 9), max_size=2),
+                       st.sampled_from([0, 1, 2, 4, 16, 0.1, "gelu", "relu"]))
+
+    @settings(max_examples=400, deadline=None, derandomize=True)
+    @given(st.sampled_from(sorted(HF_VALUES)).flatmap(lambda kind: st.tuples(
+        st.just(kind), st.dictionaries(st.sampled_from(sorted(HF_VALUES[kind]) + [
+            "activation_function", "hidden_act"]), values, max_size=4))))
+    def check(case):
+        kind, config = case
+        try:
+            check_hf_values(config, Path("config.json"), kind)
+            _converted(kind, config)
+        except UserError as e:
+            assert "\n" not in str(e)
+
+    check()
