@@ -27,6 +27,7 @@ import sys
 import time
 from pathlib import Path
 
+from aiayn.cli.common import beam_size
 from aiayn.errors import UserError
 from aiayn.lock import writer_lock
 
@@ -85,7 +86,7 @@ def register(sub) -> None:
     p.add_argument("--minutes", type=float, default=None,
                    help="training time cap in minutes (default: the demo config's, 7; training "
                    "stops sooner once validation is saturated)")
-    p.add_argument("--beam", type=int, default=4, help="beam size for the test set (default 4)")
+    p.add_argument("--beam", type=beam_size, default=4, help="beam size for the test set (default 4)")
     p.add_argument("--test", type=int, default=None, metavar="N", help="score only N test pairs")
     p.add_argument("overrides", nargs="*", metavar="key=value",
                    help="change the demo recipe, e.g. train.max_tokens=1000")
