@@ -122,6 +122,12 @@ def aiayn_cli(*args):
     return [sys.executable, "-m", "aiayn", *map(str, args)]
 
 
+def run(*args):
+    """`aiayn ARGS...` to its end: (exit code, stdout, stderr)."""
+    done = subprocess.run(aiayn_cli(*args), capture_output=True, text=True, timeout=300)
+    return done.returncode, done.stdout, done.stderr
+
+
 def start_training(config, *extra):
     """An `aiayn train` that runs until stopped, once it holds the lock and has checkpointed."""
     proc = subprocess.Popen(aiayn_cli("train", config, "train.max_steps=1000000",
@@ -133,10 +139,10 @@ def start_training(config, *extra):
 
 
 def refused(args, folder, pid):
-    done = subprocess.run(aiayn_cli(*args), capture_output=True, text=True, timeout=300)
-    assert done.returncode == 2, (done.returncode, done.stderr)
-    lines = done.stderr.strip().splitlines()
-    assert len(lines) == 1 and "Traceback" not in done.stderr, done.stderr
+    code, _, err = run(*args)
+    assert code == 2, (code, err)
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in err, err
     assert f"{folder} is being written by pid {pid} (aiayn train " in lines[0], lines[0]
     return lines[0]
 
@@ -180,9 +186,8 @@ def test_two_trains_and_a_resume_against_one_folder(tmp_path):
         stop(proc)
     assert_one_run(out, config)
     # the run is over: --resume is its one writer now, and continues it
-    done = subprocess.run(aiayn_cli("train", config, "--resume", "train.max_steps=30"),
-                          capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr
+    code, _, err = run("train", config, "--resume", "train.max_steps=30")
+    assert code == 0, err
     assert_one_run(out, config)
 
 
@@ -193,23 +198,21 @@ def test_sigkill_of_the_holder_then_a_new_writer(tmp_path):
     proc.kill()
     proc.wait()
     assert (out / LOCK_FILE).is_file() and not is_locked(out)  # the OS released it
-    done = subprocess.run(aiayn_cli("train", config, "--resume", "train.max_steps=25"),
-                          capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr
+    code, _, err = run("train", config, "--resume", "train.max_steps=25")
+    assert code == 0, err
     assert_one_run(out, config)
 
 
 @pytest.mark.slow
 def test_export_and_average_have_one_writer_and_redo_an_interrupted_write(tmp_path):
     config = write_config(tmp_path, max_steps=10, save_every=5)
-    assert subprocess.run(aiayn_cli("train", config), capture_output=True).returncode == 0
+    assert run("train", config)[0] == 0
     model, target = tmp_path / "model", tmp_path / "hf"
     proc = hold(target)  # another export into the same folder, mid-way
     try:
-        done = subprocess.run(aiayn_cli("export", "hf", "--model", model, "--out", target),
-                              capture_output=True, text=True, timeout=300)
-        assert done.returncode == 2 and f"being written by pid {proc.pid}" in done.stderr
-        assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
+        code, _, err = run("export", "hf", "--model", model, "--out", target)
+        assert code == 2 and f"being written by pid {proc.pid}" in err
+        assert err.count("\n") == 1 and "Traceback" not in err
     finally:
         proc.kill()
         proc.wait()
@@ -219,16 +222,15 @@ def test_export_and_average_have_one_writer_and_redo_an_interrupted_write(tmp_pa
     (target / ".model.safetensors.x1y2.tmp").write_text("")
     for args in (["export", "hf", "--model", model, "--out", target],
                  ["average", "--model", model, "--last", "2", "--out", tmp_path / "avg"]):
-        done = subprocess.run(aiayn_cli(*args), capture_output=True, text=True, timeout=300)
-        assert done.returncode == 0, done.stderr
+        code, _, err = run(*args)
+        assert code == 0, err
     names = {p.name for p in target.iterdir()}
     assert "model.safetensors" in names and not names & {INCOMPLETE_MARKER, LOCK_FILE}
     assert not [n for n in names if n.endswith(".tmp")]
     json.loads((target / "config.json").read_text())
     assert aiayn.load(tmp_path / "avg").translate(["4 5"], beam=1) is not None
-    again = subprocess.run(aiayn_cli("export", "hf", "--model", model, "--out", target),
-                           capture_output=True, text=True, timeout=300)
-    assert again.returncode == 2 and "already exists and is not empty" in again.stderr
+    code, _, err = run("export", "hf", "--model", model, "--out", target)
+    assert code == 2 and "already exists and is not empty" in err
 
 
 def test_the_lock_file_is_not_content_for_a_new_run(tmp_path):
