@@ -58,3 +58,19 @@ def test_data_error_in_a_subprocess(tmp_path):
     assert "Traceback" not in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1
     assert proc.stderr.startswith("aiayn: error:") and "LC_MESSAGES" in proc.stderr
+
+
+def test_data_stdlib_docstrings(tmp_path, capsys):
+    from tests.data.test_stdlib_docstrings import _fake_stdlib
+
+    _fake_stdlib(tmp_path / "lib")
+    rc = main(["data", "stdlib-docstrings", "--stdlib-dir", str(tmp_path / "lib"),
+               "--out", str(tmp_path / "sd")])
+    assert rc == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert [line.split(":")[0] for line in lines] == ["train", "valid", "test"]
+    assert "body words" in lines[0] and "summary words" in lines[0]
+    stats = json.loads((tmp_path / "sd" / "stats.json").read_text(encoding="utf-8"))
+    assert stats["corpus"] == "stdlib-docstrings" and stats["params"]["python"]
+    summaries = (tmp_path / "sd" / "train.tgt").read_text(encoding="utf-8").splitlines()
+    assert len(summaries) == stats["splits"]["train"]["pairs"] > 0

@@ -2,6 +2,8 @@
 
     aiayn data dates-numbers --out DIR [--n-train 20000 --n-valid 500 --n-test 1000 --seed 0]
     aiayn data gettext --lang de --out DIR [--locale-dir /usr/share/locale]
+    aiayn data stdlib-docstrings --out DIR [--valid-frac 0.05 --test-frac 0.05]
+                                (summarization: a stdlib docstring's body -> its summary line)
 
 DIR receives ``{train,valid,test}.src`` and ``.tgt`` (one sentence per line, aligned by line;
 the names say the role, the languages are in stats.json) and ``stats.json``. One summary line
@@ -39,6 +41,16 @@ def register(sub) -> None:
     gt.add_argument("--max-chars", type=int, default=200, help="drop longer messages")
     gt.set_defaults(func=_gettext)
 
+    sd = corpora.add_parser("stdlib-docstrings",
+                            help="summarization: Python stdlib docstring bodies -> summary lines")
+    sd.add_argument("--out", required=True, help="output directory")
+    sd.add_argument("--valid-frac", type=float, default=0.05)
+    sd.add_argument("--test-frac", type=float, default=0.05)
+    sd.add_argument("--max-body-words", type=int, default=150, help="drop longer bodies")
+    sd.add_argument("--stdlib-dir", default=None,
+                    help="the standard library to read (default: this Python's)")
+    sd.set_defaults(func=_stdlib_docstrings)
+
 
 def _dates_numbers(args: argparse.Namespace) -> int:
     from aiayn.data.dates_numbers import dates_numbers, most_sentences
@@ -61,15 +73,32 @@ def _gettext(args: argparse.Namespace) -> int:
     return _write("gettext", gettext_pairs(**params), args.out, ("en", args.lang), params)
 
 
-def _write(name: str, corpus, out: str, languages: tuple[str, str], params: dict) -> int:
+def _stdlib_docstrings(args: argparse.Namespace) -> int:
+    import platform
+
+    from aiayn.data.stdlib_docstrings import stdlib_docstrings
+
+    params = dict(valid_frac=args.valid_frac, test_frac=args.test_frac,
+                  max_body_words=args.max_body_words)
+    corpus = stdlib_docstrings(**params, root=args.stdlib_dir)
+    params["python"] = platform.python_version()  # the stdlib differs between versions
+    return _write("stdlib-docstrings", corpus, args.out, ("en", "en"), params,
+                  sides=("body", "summary"))
+
+
+def _write(name: str, corpus, out: str, languages: tuple[str, str], params: dict,
+           sides: tuple[str, str] | None = None) -> int:
+    """Write the corpus folder; each split's line counts words per side, named by `sides`
+    (default: the languages)."""
     from pathlib import Path
 
     from aiayn.data.parallel import write_corpus_dir
 
     meta = {"corpus": name, "src_lang": languages[0], "tgt_lang": languages[1], "params": params}
     stats = write_corpus_dir(corpus, out, meta)
+    sides = sides or languages
     for split, s in stats["splits"].items():
         base = Path(out) / split
-        print(f"{split}: {s['pairs']} pairs, {s['src_words']} {languages[0]} words, "
-              f"{s['tgt_words']} {languages[1]} words -> {base}.src, {base}.tgt")
+        print(f"{split}: {s['pairs']} pairs, {s['src_words']} {sides[0]} words, "
+              f"{s['tgt_words']} {sides[1]} words -> {base}.src, {base}.tgt")
     return 0

@@ -4,6 +4,8 @@ Built in:
 
     dates-numbers   English -> German dates and spelled-out numbers (aiayn.data.dates_numbers)
     gettext         English -> German UI messages of the OS (aiayn.data.gettext_corpus)
+    stdlib-docstrings  summarization: a Python stdlib docstring's body -> its summary line
+                    (aiayn.data.stdlib_docstrings)
 
 ``register_corpus`` adds more. A path to a corpus directory (what ``aiayn data`` writes:
 train.src / train.tgt / ...) loads too. Every built-in corpus is deterministic and its splits
@@ -19,6 +21,7 @@ from typing import Any
 from aiayn.data.dates_numbers import dates_numbers
 from aiayn.data.gettext_corpus import gettext_pairs
 from aiayn.data.parallel import Pair, read_corpus_dir
+from aiayn.data.stdlib_docstrings import stdlib_docstrings
 from aiayn.errors import UserError
 
 Corpus = dict[str, list[Pair]]
@@ -36,6 +39,7 @@ def register_corpus(name: str, builder: Callable[..., Corpus],
 
 register_corpus("dates-numbers", dates_numbers)
 register_corpus("gettext", gettext_pairs)
+register_corpus("stdlib-docstrings", stdlib_docstrings, ("en", "en"))
 
 
 def load_corpus(name: str, **kw: Any) -> Corpus:
