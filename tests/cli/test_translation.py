@@ -505,3 +505,23 @@ def test_a_time_budget_gives_the_terminal_bar_a_total_and_a_percentage(tmp_path)
     totals = [int(t) for t in re.findall(r"\| *\d+/(\d+) \[", err)]
     assert totals and "1000000" not in err
     assert max(totals) < 1_000_000 and re.search(r"\b\d{1,2}%\|", err)
+
+
+def test_eval_rouge_on_request_and_for_a_summarization_model(trained, capsys):
+    from aiayn.cli.translation import _trained_on
+
+    tmp, _, model = trained
+    argv = ["eval", "--model", model, "--src", tmp / "valid.src", "--ref", tmp / "valid.tgt",
+            "--beam", "1", "--hyp", tmp / "rouge.hyp"]
+    code, out, _ = run(capsys, *argv, "--json")
+    assert code == 0 and "rouge1" not in json.loads(out)  # a translation model: not by default
+    code, out, _ = run(capsys, *argv, "--json", "--rouge")
+    scores = json.loads(out)
+    hyps = (tmp / "rouge.hyp").read_text(encoding="utf-8").splitlines()
+    refs = (tmp / "valid.tgt").read_text(encoding="utf-8").splitlines()
+    from aiayn.summarization import rouge_scores
+    assert {k: scores[k] for k in ("rouge1", "rouge2", "rougeL")} == rouge_scores(hyps, refs)
+    code, out, _ = run(capsys, *argv, "--rouge")
+    assert code == 0 and "ROUGE-1 " in out and "ROUGE-L " in out
+    assert _trained_on({"experiment": {"data": {"corpus": "stdlib-docstrings"}}}) == "stdlib-docstrings"
+    assert _trained_on({"family": "transformer"}) is None

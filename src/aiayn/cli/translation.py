@@ -6,7 +6,8 @@ lives in aiayn.cli.demo).
     aiayn translate --model DIR [--beam 4] [--alpha 0.6] [--length-penalty gnmt|avg]
                     [--early-stopping exact|first_k|current_length] [--no-repeat-ngram-size N]
                     [--threads N] [--workers N|auto] [TEXT ...]
-    aiayn eval --model DIR --src FILE --ref FILE [--json] [--hyp FILE] (and translate's options)
+    aiayn eval --model DIR --src FILE --ref FILE [--json] [--hyp FILE] [--rouge]
+                                                         (and translate's options)
     aiayn average --model DIR [--last 5] --out DIR2      (§6.1 checkpoint averaging)
 
 Commands are thin: each parses its arguments and calls a typed function.
@@ -68,6 +69,9 @@ def register(sub) -> None:
     p.add_argument("--ref", required=True, help="reference translations, aligned with --src")
     p.add_argument("--hyp", help="also write the translations to this file")
     p.add_argument("--json", action="store_true", help="print the scores as JSON")
+    p.add_argument("--rouge", action="store_true",
+                   help="also ROUGE-1/2/L F-measures with stemming, for summaries (always for a "
+                        "model trained on a summarization corpus, e.g. stdlib-docstrings)")
     p.set_defaults(func=_eval)
 
     p = sub.add_parser("average", help="average the last N checkpoints into a new folder (§6.1)")
@@ -186,6 +190,7 @@ def _translate(args: argparse.Namespace) -> int:
 def _eval(args: argparse.Namespace) -> int:
     from aiayn.data.parallel import read_parallel
     from aiayn.generation.workers import resolve_workers
+    from aiayn.summarization import SUMMARY_CORPORA, rouge_scores
     from aiayn.tasks.translation import Translator, score_translations
 
     if args.hyp:
@@ -200,6 +205,9 @@ def _eval(args: argparse.Namespace) -> int:
     hyps = translator.translate([s for s, _ in pairs], **{**_translate_opts(args), **search})
     seconds = time.perf_counter() - start
     scores = score_translations(hyps, [r for _, r in pairs])
+    rouge = args.rouge or _trained_on(translator.meta) in SUMMARY_CORPORA
+    if rouge:
+        scores.update(rouge_scores(hyps, [r for _, r in pairs]))
     out_tokens = sum(len(translator.tokenizer.encode(h)) + 1 for h in hyps)
     batches = -(-len(pairs) // args.batch_size)
     workers = min(resolve_workers(args.workers, translator.device), max(batches, 1))
@@ -217,9 +225,18 @@ def _eval(args: argparse.Namespace) -> int:
         print(f"BLEU {scores['bleu']:.2f}  ({scores['bleu_signature']})")
         print(f"chrF {scores['chrf']:.2f}  ({scores['chrf_signature']})")
         print(f"exact match {scores['exact_match']:.2f}% of {len(pairs)} sentences")
+        if rouge:
+            print(f"ROUGE-1 {scores['rouge1']:.2f}  ROUGE-2 {scores['rouge2']:.2f}  ROUGE-L "
+                  f"{scores['rougeL']:.2f}  (F-measure, Porter stemmer; rouge-score)")
         print(f"speed {scores['sentences_per_s']:.1f} sentences/s, {scores['tokens_per_s']:.0f} "
               f"tokens/s (beam {search['beam']}, batch {args.batch_size})")
     return 0
+
+
+def _trained_on(meta: dict) -> str | None:
+    """The built-in corpus a model folder was trained on (config.json's experiment), if any."""
+    data = meta.get("experiment", {}).get("data") or {}
+    return data.get("corpus") if isinstance(data, dict) else None
 
 
 def _average(args: argparse.Namespace) -> int:
