@@ -63,3 +63,12 @@ def test_a_mistyped_command_option_or_key_gets_a_suggestion(argv, hint, capsys):
     assert e.value.code == 2
     err = capsys.readouterr().err
     assert hint in err and err.count("\n") == 1, err
+
+
+def test_lists_the_summarization_config(capsys):
+    assert main(["configs"]) == 0
+    line = next(row for row in capsys.readouterr().out.splitlines()
+                if row.startswith("summarize-small "))
+    assert "aiayn train summarize-small" in line and "Summarization" in line
+    assert main(["configs", "summarize-small"]) == 0
+    assert "corpus: stdlib-docstrings" in capsys.readouterr().out
