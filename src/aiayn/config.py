@@ -129,6 +129,10 @@ class BlockConfig(Config):
     bias: bool = field(default=True, metadata={
         "help": "biases in the projections and feed-forward layers"})
     layer_norm_eps: float = field(default=1e-5, metadata={"help": "LayerNorm's epsilon"})
+    # Not in the paper (§5.4 drops only sub-layer outputs and embedding sums): BART and Marian
+    # also drop the feed-forward's hidden units, after the activation.
+    activation_dropout: float = field(default=0.0, metadata={
+        "help": "dropout on the feed-forward's hidden activations (BART's activation_dropout)"})
 
     def __post_init__(self) -> None:
         self._check_types()
@@ -137,7 +141,7 @@ class BlockConfig(Config):
                 _fail(name, getattr(self, name), "must be a positive integer")
         if self.d_model % self.n_heads:
             _fail("d_model", self.d_model, f"must be divisible by n_heads={self.n_heads}")
-        for name in ("dropout", "attn_dropout"):
+        for name in ("dropout", "attn_dropout", "activation_dropout"):
             p = getattr(self, name)
             if not 0.0 <= p < 1.0:
                 _fail(name, p, "must be in [0, 1)")
@@ -193,6 +197,18 @@ class TransformerConfig(BlockConfig):
         "help": "LayerNorm after each stack's last layer; None: follow norm_first"})
     pad_id: int = field(default=0, metadata={
         "help": "the padding token's id: masked out of attention and the loss"})
+    # BART's options (Lewis et al. 2020), all off by default. BART learns its positions in a
+    # table whose first 2 rows are never used (fairseq kept them for padding): position p reads
+    # row p + 2 (§3.5 has fixed sinusoids; Table 3 row E learns them).
+    position_offset: int = field(default=0, metadata={
+        "help": "learned positions start at this row of their table (BART: 2)"})
+    # Not in the paper (§3.4 adds positions to the scaled embeddings, then dropout): BART and BERT
+    # normalise the sum first.
+    embedding_norm: bool = field(default=False, metadata={
+        "help": "LayerNorm on the token + position sum, before dropout (BART's layernorm_embedding)"})
+    # Not in the paper (§3.4's pre-softmax linear has no bias): BART adds final_logits_bias.
+    output_bias: bool = field(default=False, metadata={
+        "help": "a bias on the pre-softmax linear (BART's final_logits_bias)"})
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -217,6 +233,11 @@ class TransformerConfig(BlockConfig):
                   f"with one vocabulary (vocab_size={self.vocab_size}, tgt_vocab_size={self.tgt_vocab_size})")
         if not 0 <= self.pad_id < self.vocab_size:
             _fail("pad_id", self.pad_id, f"must be a token id below vocab_size={self.vocab_size}")
+        if self.position_offset < 0:
+            _fail("position_offset", self.position_offset, "must be a non-negative integer")
+        if self.position_offset and self.positions != "learned":
+            _fail("position_offset", self.position_offset,
+                  f"offsets a learned table; positions={self.positions!r} has none")
 
     @property
     def target_vocab_size(self) -> int:

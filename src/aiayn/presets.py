@@ -9,6 +9,11 @@ from __future__ import annotations
 
 from typing import Any
 
+# BART's options of the encoder-decoder (TransformerConfig's help says what each one does).
+_BART = dict(positions="learned", position_offset=2, embedding_norm=True, activation="gelu",
+             scale_embeddings=False, output_bias=True, share_embeddings=True, norm_first=False,
+             dropout=0.1, attn_dropout=0.1, activation_dropout=0.1)
+
 # The paper's Table 3 rows, and CPU-sized variants. Presets are data: a dict of overrides.
 TRANSFORMER_PRESETS: dict[str, dict[str, Any]] = {
     # Table 3 "base": N=6, d_model 512, d_ff 2048, h 8, P_drop 0.1, 65M parameters.
@@ -19,6 +24,15 @@ TRANSFORMER_PRESETS: dict[str, dict[str, Any]] = {
     "small": dict(d_model=256, n_heads=4, d_ff=1024, n_layers=3, dropout=0.1, vocab_size=8000),
     # Unit-test sized.
     "tiny": dict(d_model=16, n_heads=2, d_ff=32, n_layers=2, dropout=0.0, vocab_size=50, max_len=64),
+    # BART-base (Lewis et al. 2020; facebook/bart-base): 6+6 layers, d_model 768, 12 heads, 140M
+    # parameters. Departures from the paper, all BART's: learned positions from row 2 of their
+    # table (§3.5), a LayerNorm on the embedding sums, GELU (§3.3), no sqrt(d_model) embedding
+    # scale (§3.4), a bias on the output layer, dropout on attention and on the FFN's hidden units.
+    "bart-base": dict(_BART, d_model=768, n_heads=12, d_ff=3072, n_layers=6, vocab_size=50265,
+                      max_len=1024),
+    # CPU-sized BART shape: trains in minutes on 2 cores.
+    "bart-tiny": dict(_BART, d_model=128, n_heads=4, d_ff=512, n_layers=2, vocab_size=8000,
+                      max_len=256),
 }
 
 

@@ -10,6 +10,7 @@ import torch
 
 from aiayn import sizes
 from tests.builders import run
+from tests.convert.test_hf_bart import hf_bart_folder  # noqa: F401 (a fixture)
 from tests.convert.test_hf_export import hf_gpt2_folder, opus_mt_folder  # noqa: F401 (fixtures)
 
 transformers = pytest.importorskip("transformers")
@@ -39,6 +40,7 @@ def hf_vit_folder(tmp_path_factory):
 # kind -> (its folder's fixture, its width key, a dropout key)
 KINDS = {"hf-gpt2": ("hf_gpt2_folder", "n_embd", "resid_pdrop"),
          "hf-marian": ("opus_mt_folder", "d_model", "dropout"),
+         "hf-bart": ("hf_bart_folder", "d_model", "activation_dropout"),
          "hf-bert": ("hf_bert_folder", "hidden_size", "hidden_dropout_prob"),
          "hf-vit": ("hf_vit_folder", "hidden_size", "hidden_dropout_prob")}
 
@@ -113,10 +115,12 @@ def test_a_gpt2_without_an_end_token_is_refused_at_import(hf_gpt2_folder, tmp_pa
 
 def _converted(kind: str, values: dict):
     """The typed config `kind`'s converter makes of a config.json holding `values`."""
-    from aiayn.convert import hf_bert, hf_gpt2, hf_marian, hf_vit
+    from aiayn.convert import hf_bart, hf_bert, hf_gpt2, hf_marian, hf_vit
 
     if kind == "Marian":
         return hf_marian.config_from_hf({**values, "model_type": "marian"}, 10, "config.json")
+    if kind == "BART":
+        return hf_bart.config_from_hf({**values, "model_type": "bart"}, "config.json")
     return {"GPT-2": hf_gpt2, "BERT": hf_bert, "ViT": hf_vit}[kind].config_from_hf(values)
 
 

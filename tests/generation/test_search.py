@@ -22,6 +22,11 @@ from aiayn.masks import padding_mask
 
 PAD, BOS, EOS, A, B = 0, 1, 2, 3, 4
 IDS = dict(bos_id=BOS, eos_id=EOS, pad_id=PAD)
+# BART's options of the encoder-decoder, with its ids: <pad> 1, the decoder starts from </s> 2
+BART = dict(positions="learned", position_offset=2, embedding_norm=True, output_bias=True,
+            activation="gelu", scale_embeddings=False, pad_id=1)
+BART_IDS = dict(bos_id=EOS, eos_id=EOS, pad_id=1)
+FAMILIES = pytest.mark.parametrize("kw, ids", [({}, IDS), (BART, BART_IDS)], ids=["paper", "bart"])
 
 
 class ScriptedCache:
@@ -112,22 +117,26 @@ def test_padding_and_bos_are_never_emitted():
     assert beam_search(model, SRC, beam=2, **IDS) == [[A]]
 
 
-def _random_model():
+def _random_model(**kw):
     torch.manual_seed(0)
-    return Transformer(preset("tiny", vocab_size=40)).eval()
+    model = Transformer(preset("tiny", vocab_size=40, **kw)).eval()
+    if model.output.bias is not None:  # BART's final_logits_bias, not left at zero
+        torch.nn.init.normal_(model.output.bias)
+    return model
 
 
-def _sources():
+def _sources(pad=PAD):
     torch.manual_seed(1)
     src = torch.randint(4, 40, (5, 8))
-    src[1, 5:] = PAD
-    src[3, 2:] = PAD
+    src[1, 5:] = pad
+    src[3, 2:] = pad
     return src
 
 
-def test_beam_size_one_equals_greedy():
-    model, src = _random_model(), _sources()
-    assert beam_search(model, src, beam=1, max_extra=6, **IDS) == greedy_search(model, src, max_extra=6, **IDS)
+@FAMILIES
+def test_beam_size_one_equals_greedy(kw, ids):
+    model, src = _random_model(**kw), _sources(ids["pad_id"])
+    assert beam_search(model, src, beam=1, max_extra=6, **ids) == greedy_search(model, src, max_extra=6, **ids)
 
 
 class Uncached:
@@ -150,21 +159,24 @@ class Uncached:
         return self.model.decode(torch.tensor(cache.prefixes), memory, src_mask)[:, -1:]
 
 
+@FAMILIES
 @pytest.mark.parametrize("beam", [1, 3])
-def test_cache_on_equals_cache_off(beam):
-    model, src = _random_model(), _sources()
-    cached = beam_search_hypotheses(model, src, beam=beam, max_extra=6, **IDS)
-    uncached = beam_search_hypotheses(Uncached(model), src, beam=beam, max_extra=6, **IDS)
+def test_cache_on_equals_cache_off(beam, kw, ids):
+    model, src = _random_model(**kw), _sources(ids["pad_id"])
+    cached = beam_search_hypotheses(model, src, beam=beam, max_extra=6, **ids)
+    uncached = beam_search_hypotheses(Uncached(model), src, beam=beam, max_extra=6, **ids)
     for c, u in zip(cached, uncached, strict=True):
         assert [h.tokens for h in c] == [h.tokens for h in u]
         assert [h.score for h in c] == pytest.approx([h.score for h in u], abs=1e-4)
 
 
+@FAMILIES
 @pytest.mark.parametrize("beam", [1, 4])
-def test_batch_equals_each_sentence_alone(beam):
-    model, src = _random_model(), _sources()
-    batched = beam_search(model, src, beam=beam, max_extra=6, **IDS)
-    alone = [beam_search(model, row[row != PAD][None], beam=beam, max_extra=6, **IDS)[0] for row in src]
+def test_batch_equals_each_sentence_alone(beam, kw, ids):
+    model, src = _random_model(**kw), _sources(ids["pad_id"])
+    batched = beam_search(model, src, beam=beam, max_extra=6, **ids)
+    alone = [beam_search(model, row[row != ids["pad_id"]][None], beam=beam, max_extra=6, **ids)[0]
+             for row in src]
     assert batched == alone
 
 

@@ -7,9 +7,17 @@ from aiayn.masks import causal_mask
 PAD = 0
 
 
+# BART's options (learned positions from row 2, embedding LayerNorm, GELU, output bias)
+BART = dict(positions="learned", position_offset=2, embedding_norm=True, output_bias=True,
+            activation="gelu", scale_embeddings=False)
+
+
 def _tiny(**kw) -> Transformer:
     torch.manual_seed(0)
-    return Transformer(preset("tiny", **kw)).eval()
+    model = Transformer(preset("tiny", **kw)).eval()
+    if model.output.bias is not None:  # BART's final_logits_bias, not left at zero
+        torch.nn.init.normal_(model.output.bias)
+    return model
 
 
 def _copy_attn(ref_attn, ours):
@@ -69,8 +77,9 @@ def test_equals_torch_nn_transformer_with_copied_weights():
     assert (memory[~src_pad] - expected_memory[~src_pad]).abs().max() <= 1e-4
 
 
-def test_causality_later_targets_do_not_change_earlier_outputs():
-    model = _tiny()
+@pytest.mark.parametrize("kw", [{}, BART], ids=["paper", "bart"])
+def test_causality_later_targets_do_not_change_earlier_outputs(kw):
+    model = _tiny(**kw)
     src = torch.randint(4, 50, (2, 6))
     tgt = torch.randint(4, 50, (2, 8))
     t = 3
@@ -82,8 +91,9 @@ def test_causality_later_targets_do_not_change_earlier_outputs():
     assert (a[:, t + 1:] - b[:, t + 1:]).abs().max() > 1e-4
 
 
-def test_padded_source_positions_change_nothing():
-    model = _tiny()
+@pytest.mark.parametrize("kw", [{}, BART], ids=["paper", "bart"])
+def test_padded_source_positions_change_nothing(kw):
+    model = _tiny(**kw)
     src = torch.randint(4, 50, (2, 6))
     src[:, 4:] = PAD
     tgt = torch.randint(4, 50, (2, 5))
@@ -94,7 +104,7 @@ def test_padded_source_positions_change_nothing():
     assert (a - b).abs().max() <= 1e-5
 
 
-@pytest.mark.parametrize("kw", [{}, {"norm_first": True}, {"positions": "learned"}])
+@pytest.mark.parametrize("kw", [{}, {"norm_first": True}, {"positions": "learned"}, BART])
 def test_incremental_decoding_with_cache_equals_recompute(kw):
     model = _tiny(**kw)
     src = torch.randint(4, 50, (3, 6))
@@ -229,3 +239,30 @@ def test_initialisation_is_fairseqs():
     uniform_like(cross.k_proj.weight, xavier_bound(cross.k_proj.weight, 2 ** -0.5))
     emb = model.src_embed.tokens.weight.detach()
     assert abs(float(emb.std()) - d ** -0.5) < 0.05 * d ** -0.5
+
+
+def test_bart_options_read_positions_from_row_2_and_normalise_the_embedding_sum():
+    """BART's table keeps 2 unused rows before position 0; the sum is normalised before dropout;
+    the output layer has a bias. The paper's defaults have none of these."""
+    model = _tiny(**BART)
+    table = model.src_embed.positions.weight
+    assert table.shape == (64 + 2, 16) and model.tgt_embed.positions.weight.shape == (66, 16)
+    ids = torch.randint(4, 50, (2, 5))
+    with torch.no_grad():
+        expected = torch.nn.functional.layer_norm(
+            model.src_embed.tokens.weight[ids] + table[2:7], (16,),
+            model.src_embed.norm.weight, model.src_embed.norm.bias, 1e-5)
+        assert (model.src_embed(ids) - expected).abs().max() <= 1e-6
+        assert model.src_embed.positions(3, offset=61).shape == (3, 16)  # the last positions
+    with pytest.raises(ValueError, match="exceeds max_len=64"):
+        model.src_embed.positions(4, offset=61)
+    assert model.output.bias is not None and model.output.weight is model.src_embed.tokens.weight
+    plain = _tiny()
+    assert plain.src_embed.norm is None and plain.output.bias is None
+
+
+def test_a_position_offset_needs_a_learned_table():
+    with pytest.raises(ValueError, match="position_offset=2: offsets a learned table"):
+        TransformerConfig(position_offset=2)
+    with pytest.raises(ValueError, match="position_offset=-1"):
+        TransformerConfig(positions="learned", position_offset=-1)

@@ -24,7 +24,8 @@ def register(sub) -> None:
     exp.set_defaults(func=lambda args: (exp.print_help(), 2)[1])
     kinds = exp.add_subparsers(dest="export_kind", metavar="KIND")
     hf = kinds.add_parser("hf", help="Hugging Face transformers folder (config.json, "
-                          "model.safetensors, tokenizer): a translation model -> MarianMTModel, a "
+                          "model.safetensors, tokenizer): a translation model -> MarianMTModel "
+                          "(BartForConditionalGeneration when BART-shaped), a "
                           "GPT-2-shaped language model -> GPT2LMHeadModel, a ViT -> "
                           "ViTForImageClassification, an encoder -> BERT")
     hf.add_argument("--model", required=True, metavar="DIR", help="aiayn model folder")
@@ -71,7 +72,16 @@ def _import_gpt2(args: argparse.Namespace) -> int:
 def _import_marian(args: argparse.Namespace) -> int:
     from aiayn.tasks.translation import import_hf_marian
 
-    model = import_hf_marian(args.folder, args.out).model
+    return _imported_translator(args, import_hf_marian(args.folder, args.out).model)
+
+
+def _import_bart(args: argparse.Namespace) -> int:
+    from aiayn.tasks.translation import import_hf_bart
+
+    return _imported_translator(args, import_hf_bart(args.folder, args.out).model)
+
+
+def _imported_translator(args: argparse.Namespace, model) -> int:
     cfg = model.config
     print(f"imported {args.folder}: {model.num_parameters():,} parameters "
           f"({cfg.n_encoder_layers}+{cfg.n_decoder_layers} layers, d_model {cfg.d_model}, "
@@ -92,6 +102,8 @@ IMPORTERS = {
                 "vocab.json + merges.txt) -> language model", _import_gpt2),
     "hf-marian": ("Marian folder (transformers MarianMTModel, e.g. OPUS-MT, with vocab.json + "
                   "source.spm or tokenizer.json) -> translation model", _import_marian),
+    "hf-bart": ("BART folder (transformers BartForConditionalGeneration, with tokenizer.json or "
+                "vocab.json + merges.txt) -> translation model", _import_bart),
     "hf-bert": ("BERT-architecture folder (e.g. all-MiniLM-L6-v2) -> encoder model", _import_bert),
     "hf-vit": ("ViT folder (transformers ViTModel / ViTForImageClassification) -> vit model",
                _import_vit),

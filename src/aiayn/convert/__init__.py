@@ -41,6 +41,12 @@ HF_VALUES: dict[str, dict[str, str]] = {
                "decoder_attention_heads": SIZE, "encoder_ffn_dim": SIZE,
                "decoder_ffn_dim": SIZE, "max_position_embeddings": SIZE, "dropout": RATE,
                "attention_dropout": RATE},
+    "BART": {"vocab_size": SIZE, "d_model": SIZE, "encoder_layers": SIZE,
+             "decoder_layers": SIZE, "encoder_attention_heads": SIZE,
+             "decoder_attention_heads": SIZE, "encoder_ffn_dim": SIZE, "decoder_ffn_dim": SIZE,
+             "max_position_embeddings": SIZE, "dropout": RATE, "attention_dropout": RATE,
+             "activation_dropout": RATE, "bos_token_id": TOKEN, "eos_token_id": TOKEN,
+             "pad_token_id": TOKEN, "decoder_start_token_id": TOKEN},
     "BERT": {"vocab_size": SIZE, "hidden_size": SIZE, "num_attention_heads": SIZE,
              "intermediate_size": SIZE, "num_hidden_layers": SIZE,
              "max_position_embeddings": SIZE, "type_vocab_size": COUNT,
@@ -102,7 +108,8 @@ def read_hf_folder(folder: str | Path, what: str) -> tuple[dict[str, Any], dict[
     """A local checkpoint folder (config.json + model.safetensors) -> (config dict, state, config path).
 
     Reads safetensors only (never a pickle); every problem is a one-line UserError naming the file.
-    `what` names the expected kind of checkpoint in messages ("BERT", "ViT", "GPT-2", "Marian");
+    `what` names the expected kind of checkpoint in messages ("BERT", "ViT", "GPT-2", "Marian",
+    "BART");
     config.json's values are checked (check_hf_values) before the weights are read.
     """
     from safetensors.torch import load_file

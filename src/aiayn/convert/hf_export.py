@@ -9,6 +9,7 @@ on them: ONNX export, CTranslate2, TGI) take it as it is. An option the HF archi
 have is refused with the option named; nothing approximate is written.
 
     transformer (translation)  -> MarianMTModel               (convert/hf_marian.py)
+      BART-shaped              -> BartForConditionalGeneration (convert/hf_bart.py)
     decoder_lm (GPT-2-shaped)  -> GPT2LMHeadModel             (convert/hf_gpt2.py)
     vit (with a head)          -> ViTForImageClassification   (convert/hf_vit.py)
     encoder (BERT-shaped)      -> BertForSequenceClassification, BertForMaskedLM or BertModel
@@ -44,8 +45,11 @@ def _gpt2(model: nn.Module, meta: dict[str, Any]) -> tuple[dict[str, Any], dict[
 
 
 def _marian(model: nn.Module, meta: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Tensor]]:
+    from aiayn.convert import hf_bart
     from aiayn.convert.hf_marian import config_to_hf, to_hf_state_dict
 
+    if hf_bart.is_bart(model.config):  # BART's options: a BartForConditionalGeneration
+        return hf_bart.config_to_hf(model.config), hf_bart.to_hf_state_dict(model)
     return config_to_hf(model.config), to_hf_state_dict(model)
 
 
@@ -94,6 +98,8 @@ def export_hf(folder: str | Path, out: str | Path) -> str:
     if family != VIT and not (folder / TOKENIZER_FILE).is_file():
         raise UserError(f"{folder / TOKENIZER_FILE}: not found: the export needs the model's "
                         "tokenizer")
+    for key in ("decoder_start", "forced_bos"):  # config.json's (BART's </s> and <s>) only
+        ids.pop(key, None)
     # Read and checked before anything is written: a broken tokenizer.json is refused, not copied.
     tokenizer = None if family == VIT else _tokenizer_text(folder, meta, ids, model, family)
     with new_folder(out):
@@ -114,7 +120,8 @@ def _write_generation_config(out: Path, config: dict[str, Any], model: nn.Module
     """generate()'s defaults: the token ids, the model's length, and §6.1's beam of 4 for a
     translator (HF's length penalty is its own, |Y|^alpha, not aiayn's GNMT default)."""
     generation = {k: config[k] for k in ("bos_token_id", "eos_token_id", "pad_token_id",
-                                          "decoder_start_token_id", "forced_eos_token_id")
+                                          "decoder_start_token_id", "forced_bos_token_id",
+                                          "forced_eos_token_id")
                   if k in config}
     generation["max_length"] = getattr(model.config, "max_len", 1024)
     if family == TRANSLATION:
@@ -144,6 +151,8 @@ def _tokenizer_text(folder: Path, meta: dict[str, Any], ids: dict[str, Any], mod
     text = path.read_text(encoding="utf-8")  # the file as it is, once it reads as a tokenizer
     if family == ENCODER:
         return _with_cls_sep_mask(text, ids)
+    if meta.get("source_bos"):  # an imported BART's own tokenizer: <s> ... </s> already
+        return text
     return _with_eos(text, ids["eos"]) if meta.get("source_eos") else text
 
 

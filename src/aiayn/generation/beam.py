@@ -22,7 +22,7 @@ from torch import Tensor
 
 from aiayn.generation.config import LENGTH_PENALTIES, GenerationConfig
 from aiayn.generation.ngrams import ban_repeated_ngrams
-from aiayn.generation.strategies import to_scores
+from aiayn.generation.strategies import force_first, to_scores
 
 
 def length_penalty(length: int, alpha: float, kind: str = "gnmt") -> float:
@@ -84,6 +84,8 @@ class BeamSearch:
             ban_repeated_ngrams(lprobs, self.tokens, cfg.no_repeat_ngram_size)
         if self.step < cfg.min_length:
             lprobs[:, cfg.eos_id] = float("-inf")
+        if self.step == 0 and cfg.forced_first_id is not None:
+            force_first(lprobs, cfg.forced_first_id)
         if self.step >= self.min_limit:  # §6.1 maximum length: at the limit only EOS may follow
             at_limit = (self.max_len <= self.step).repeat_interleave(self.k)  # (N,)
             not_eos = torch.arange(v, device=logits.device) != cfg.eos_id  # (V,)

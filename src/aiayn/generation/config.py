@@ -70,6 +70,11 @@ class GenerationConfig(Config):
         "help": "None: no token ends a row (language models may run to the cap)"})
     pad_id: int = field(default=PAD, metadata={
         "help": "the padding token's id: fills rows that have ended"})
+    # Not in the paper: BART fine-tuned on targets that start with <s> (its decoder reads
+    # </s> <s> ...), and transformers forces that first token (forced_bos_token_id): every other
+    # token gets -inf, the forced one log-probability 0, so it adds nothing to a beam's score.
+    forced_first_id: int | None = field(default=None, metadata={
+        "help": "the first output token, whatever the model says (BART's forced_bos_token_id)"})
     banned: tuple[int, ...] = field(default=(), metadata={
         "help": "never produced (search also bans pad and BOS, fairseq-style)"})
     sliding_window: bool = field(default=False, metadata={
@@ -98,7 +103,8 @@ class GenerationConfig(Config):
             value = getattr(self, name)
             if value is not None and value < 0:
                 _fail(name, value, "must be non-negative")
-        ids = {"bos_id": self.bos_id, "eos_id": self.eos_id, "pad_id": self.pad_id}
+        ids = {"bos_id": self.bos_id, "eos_id": self.eos_id, "pad_id": self.pad_id,
+               "forced_first_id": self.forced_first_id}
         ids.update((f"banned[{i}]", token) for i, token in enumerate(self.banned))
         for name, token in ids.items():
             if token is not None and (not isinstance(token, int) or token < 0):

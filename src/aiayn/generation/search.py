@@ -126,8 +126,12 @@ def decode_ids(model, src_ids: Sequence[Sequence[int]], *, beam: int = 4, alpha:
                length_penalty: str = "gnmt", batch_size: int = 64, max_extra: int = 50,
                device: str | torch.device = "cpu",
                early_stopping: str = "exact", workers: int | str = 1,
-               no_repeat_ngram_size: int = 0) -> list[list[int]]:
+               no_repeat_ngram_size: int = 0, bos_id: int = BOS, eos_id: int = EOS,
+               pad_id: int = PAD, forced_first_id: int | None = None) -> list[list[int]]:
     """Token ids in -> token ids out (no BOS/EOS), in input order. beam=1 is greedy search.
+    bos_id / eos_id / pad_id: the decoder's first input, its end and the padding (aiayn's by
+    default; an imported model's own, e.g. BART's decoder starts from </s> and pads with 1);
+    forced_first_id: every output's first token (BART's forced_bos_token_id), kept in it.
     no_repeat_ngram_size n > 0: no n-gram twice in an output (fairseq's and HF's option).
     workers > 1: the batches are decoded by that many CPU processes at once (same outputs;
     aiayn.generation.workers); "auto": one per CPU thread on a Linux CPU, else 1.
@@ -139,8 +143,9 @@ def decode_ids(model, src_ids: Sequence[Sequence[int]], *, beam: int = 4, alpha:
     """
     # Checked here, before any batch is decoded (GenerationConfig names the bad parameter).
     config = GenerationConfig(beam=beam, alpha=alpha, length_penalty=length_penalty,
-                              early_stopping=early_stopping, bos_id=BOS, eos_id=EOS, pad_id=PAD,
-                              max_extra=max_extra, no_repeat_ngram_size=no_repeat_ngram_size)
+                              early_stopping=early_stopping, bos_id=bos_id, eos_id=eos_id,
+                              pad_id=pad_id, max_extra=max_extra, forced_first_id=forced_first_id,
+                              no_repeat_ngram_size=no_repeat_ngram_size)
     if batch_size < 1:
         raise ConfigError(f"batch_size={batch_size}: must be a positive integer")
     max_len = model.config.max_len
@@ -152,7 +157,7 @@ def decode_ids(model, src_ids: Sequence[Sequence[int]], *, beam: int = 4, alpha:
     model.eval()
 
     def translate_batch(rows: list[int]) -> list[list[int]]:
-        src = pad_ids([src_ids[i] for i in rows]).to(device)
+        src = pad_ids([src_ids[i] for i in rows], pad_id).to(device)
         # Positions 0..max_len-1 hold BOS and at most max_len - 1 output tokens.
         extra = max(0, min(max_extra, max_len - 1 - src.shape[1]))
         return search(model, src, config.replace(max_extra=extra))

@@ -18,6 +18,13 @@ from aiayn.generation.ngrams import ban_repeated_ngrams
 from aiayn.generation.sampling import sample
 
 
+def force_first(scores: Tensor, token: int) -> None:
+    """In place: only `token` may come, with score 0 (log-probability 0, as transformers'
+    ForcedBOSTokenLogitsProcessor gives it)."""
+    scores.fill_(float("-inf"))
+    scores[:, token] = 0.0
+
+
 def to_scores(logits: Tensor, log_probs: bool) -> Tensor:
     """log_softmax in at least fp32 (half-precision logits lose too much), or the logits as they are."""
     if not log_probs:
@@ -65,6 +72,8 @@ class Sampler:
             ban_repeated_ngrams(scores, history, cfg.no_repeat_ngram_size)
         if cfg.eos_id is not None and self.step < cfg.min_length:
             scores[:, cfg.eos_id] = float("-inf")
+        if self.step == 0 and cfg.forced_first_id is not None:
+            force_first(scores, cfg.forced_first_id)
         token = sample(scores, cfg.temperature, cfg.top_k, cfg.top_p, generator=self.generator)
         self.out[self.rows, self.step] = token
         self.last = torch.full_like(self.lengths, cfg.pad_id).index_copy_(0, self.rows, token)

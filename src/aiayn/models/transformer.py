@@ -33,20 +33,28 @@ class Transformer(nn.Module):
         # §3.4: one weight matrix for source and target embeddings when the vocabulary is joint.
         tgt_tokens = src_tokens if cfg.share_embeddings else TokenEmbedding(
             cfg.target_vocab_size, cfg.d_model, cfg.pad_id, cfg.scale_embeddings)
-        positions = make_positions(cfg.positions, cfg.max_len, cfg.d_model)
+        positions = make_positions(cfg.positions, cfg.max_len, cfg.d_model, cfg.position_offset)
         # Learned positions are separate tables for source and target; sinusoids are shared.
-        tgt_positions = make_positions(cfg.positions, cfg.max_len, cfg.d_model) \
+        tgt_positions = make_positions(cfg.positions, cfg.max_len, cfg.d_model,
+                                       cfg.position_offset) \
             if cfg.positions == "learned" else positions
-        self.src_embed = InputEmbedding(src_tokens, positions, cfg.dropout)
-        self.tgt_embed = InputEmbedding(tgt_tokens, tgt_positions, cfg.dropout)
+        self.src_embed = InputEmbedding(src_tokens, positions, cfg.dropout, self._embedding_norm())
+        self.tgt_embed = InputEmbedding(tgt_tokens, tgt_positions, cfg.dropout,
+                                        self._embedding_norm())
         self.encoder = Encoder(cfg, cfg.n_encoder_layers, cfg.final_norm)
         self.decoder = Decoder(cfg, cfg.n_decoder_layers, cfg.final_norm)
-        self.output = nn.Linear(cfg.d_model, cfg.target_vocab_size, bias=False)
+        # §3.4's pre-softmax linear has no bias; BART's has one (final_logits_bias).
+        self.output = nn.Linear(cfg.d_model, cfg.target_vocab_size, bias=cfg.output_bias)
         self._init_weights()
         # §3.4: the pre-softmax linear transformation shares the target embedding matrix.
         # (Departure: the paper shares all three only for its joint BPE vocabulary; with a
         # separate target vocabulary we still tie target embedding <-> projection.)
         self.output.weight = tgt_tokens.weight
+
+    def _embedding_norm(self) -> nn.LayerNorm | None:
+        """BART's LayerNorm on each stack's embedding sum (not in the paper), when configured."""
+        cfg = self.config
+        return nn.LayerNorm(cfg.d_model, eps=cfg.layer_norm_eps) if cfg.embedding_norm else None
 
     def _init_weights(self) -> None:
         # The paper does not say. This is fairseq's initialisation of its `transformer`

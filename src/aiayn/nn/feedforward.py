@@ -5,6 +5,8 @@ from __future__ import annotations
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from aiayn.nn.dropout import Dropout
+
 _ACTIVATIONS = {
     "relu": F.relu,  # the paper's max(0, x)
     "gelu": F.gelu,  # BERT, ViT (exact erf form)
@@ -14,15 +16,20 @@ _ACTIVATIONS = {
 
 
 class FeedForward(nn.Module):
-    """FFN(x) = act(x W1 + b1) W2 + b2, applied to each position separately (§3.3)."""
+    """FFN(x) = act(x W1 + b1) W2 + b2, applied to each position separately (§3.3). With
+    `dropout` (not in the paper; BART's activation_dropout) the hidden units are dropped after
+    the activation."""
 
-    def __init__(self, d_model: int, d_ff: int, activation: str = "relu", bias: bool = True):
+    def __init__(self, d_model: int, d_ff: int, activation: str = "relu", bias: bool = True,
+                 dropout: float = 0.0):
         super().__init__()
         if activation not in _ACTIVATIONS:
             raise ValueError(f"invalid config: activation={activation!r}: must be one of {', '.join(_ACTIVATIONS)}")
         self.activation = activation
         self.w1 = nn.Linear(d_model, d_ff, bias=bias)
         self.w2 = nn.Linear(d_ff, d_model, bias=bias)
+        self.dropout = Dropout(dropout) if dropout > 0 else None
 
     def forward(self, x: Tensor) -> Tensor:
-        return self.w2(_ACTIVATIONS[self.activation](self.w1(x)))
+        h = _ACTIVATIONS[self.activation](self.w1(x))
+        return self.w2(h if self.dropout is None else self.dropout(h))

@@ -44,7 +44,8 @@ class EncoderLayer(nn.Module):
         super().__init__()
         self.self_attn = MultiHeadAttention(cfg.d_model, cfg.n_heads, cfg.attn_dropout, cfg.bias)
         self.attn_residual = Residual(cfg)
-        self.ffn = FeedForward(cfg.d_model, cfg.d_ff, cfg.activation, cfg.bias)
+        self.ffn = FeedForward(cfg.d_model, cfg.d_ff, cfg.activation, cfg.bias,
+                               cfg.activation_dropout)
         self.ffn_residual = Residual(cfg)
 
     def forward(self, x: Tensor, mask: Tensor | None = None, is_causal: bool = False,
@@ -67,7 +68,8 @@ class DecoderLayer(nn.Module):
         self.self_residual = Residual(cfg)
         self.cross_attn = MultiHeadAttention(cfg.d_model, cfg.n_heads, cfg.attn_dropout, cfg.bias)
         self.cross_residual = Residual(cfg)
-        self.ffn = FeedForward(cfg.d_model, cfg.d_ff, cfg.activation, cfg.bias)
+        self.ffn = FeedForward(cfg.d_model, cfg.d_ff, cfg.activation, cfg.bias,
+                               cfg.activation_dropout)
         self.ffn_residual = Residual(cfg)
 
     def forward(self, x: Tensor, memory: Tensor, self_mask: Tensor | None = None,

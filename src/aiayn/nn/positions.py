@@ -41,24 +41,31 @@ class SinusoidalPositions(nn.Module):
 
 
 class LearnedPositions(nn.Module):
-    """Learned absolute positions (Table 3 row E; GPT-2, BERT, ViT use these)."""
+    """Learned absolute positions (Table 3 row E; GPT-2, BERT, ViT, BART use these).
 
-    def __init__(self, max_len: int, d_model: int):
+    `first_row`: position p reads row p + first_row of a (first_row + max_len, D) table. BART's
+    table (BartLearnedPositionalEmbedding) has 2 rows before position 0, which it never reads;
+    they are kept so that its checkpoints load and export unchanged."""
+
+    def __init__(self, max_len: int, d_model: int, first_row: int = 0):
         super().__init__()
-        self.weight = nn.Parameter(torch.empty(max_len, d_model))
+        self.first_row = first_row
+        self.weight = nn.Parameter(torch.empty(first_row + max_len, d_model))
         nn.init.normal_(self.weight, std=0.02)
 
     def forward(self, n: int, offset: int = 0) -> Tensor:
-        if offset + n > self.weight.shape[0]:
-            raise ValueError(f"sequence of {offset + n} positions exceeds max_len={self.weight.shape[0]}")
-        return self.weight[offset : offset + n]
+        start = self.first_row + offset
+        if start + n > self.weight.shape[0]:
+            raise ValueError(f"sequence of {offset + n} positions exceeds "
+                             f"max_len={self.weight.shape[0] - self.first_row}")
+        return self.weight[start : start + n]
 
 
-def make_positions(kind: str, max_len: int, d_model: int) -> nn.Module | None:
+def make_positions(kind: str, max_len: int, d_model: int, first_row: int = 0) -> nn.Module | None:
     if kind == "sinusoidal":
         return SinusoidalPositions(max_len, d_model)
     if kind == "learned":
-        return LearnedPositions(max_len, d_model)
+        return LearnedPositions(max_len, d_model, first_row)
     if kind == "none":
         return None
     raise ValueError(f"invalid config: positions={kind!r}: must be sinusoidal, learned or none")
@@ -80,12 +87,15 @@ class TokenEmbedding(nn.Embedding):
 
 
 class InputEmbedding(nn.Module):
-    """Token embedding + positions, then dropout (§3.4, §3.5, §5.4)."""
+    """Token embedding + positions, then dropout (§3.4, §3.5, §5.4). With `norm` (a LayerNorm:
+    BART's layernorm_embedding, not in the paper) the sum is normalised before the dropout."""
 
-    def __init__(self, tokens: TokenEmbedding, positions: nn.Module | None, dropout: float):
+    def __init__(self, tokens: TokenEmbedding, positions: nn.Module | None, dropout: float,
+                 norm: nn.Module | None = None):
         super().__init__()
         self.tokens = tokens
         self.positions = positions
+        self.norm = norm
         self.dropout = Dropout(dropout)
 
     def forward(self, ids: Tensor, offset: int = 0, positions: Tensor | None = None) -> Tensor:
@@ -99,4 +109,6 @@ class InputEmbedding(nn.Module):
             else:
                 table = self.positions(int(positions.max()) + 1)  # (P, D); sinusoids extend
                 x = x + table[positions].to(x.dtype)
+        if self.norm is not None:
+            x = self.norm(x)
         return self.dropout(x)

@@ -30,7 +30,7 @@ from torch import nn
 from aiayn.config import Config, _fail
 from aiayn.data.batching import Batch, collate, token_batches
 from aiayn.data.parallel import Pair, filter_long, read_parallel
-from aiayn.data.special import BOS, BOS_TOKEN, EOS, PAD
+from aiayn.data.special import BOS, EOS, PAD, UNK
 from aiayn.data.tokenizer import Tokenizer
 from aiayn.errors import UserError
 from aiayn.families import FAMILIES
@@ -207,6 +207,13 @@ def make_evaluate(tok: Tokenizer, valid_ids, data: DataConfig, eps: float,
 
 # -- the user-facing object ----------------------------------------------------------------------
 
+# The special ids of a model trained here (data/special.py); the decoder starts from <s>. An
+# imported model keeps its own in config.json's special_ids (BART: <s> 0, <pad> 1, </s> 2, and
+# its decoder starts from </s>).
+DEFAULT_SPECIAL: dict[str, int] = {"bos": BOS, "eos": EOS, "pad": PAD, "unk": UNK,
+                                   "decoder_start": BOS}
+
+
 class Translator:
     """A Transformer model and its tokenizer, ready to translate text."""
 
@@ -216,20 +223,31 @@ class Translator:
         self.tokenizer = tokenizer
         self.device = torch.device(device)
         self.meta = dict(meta or {})
+        self.special = {**DEFAULT_SPECIAL, **self.meta.get("special_ids", {})}
 
     def encode_source(self, text: str) -> list[int]:
         """The source ids the model reads: the subwords of `text`, then </s> for a model that
-        was trained with it (an imported Marian model, meta "source_eos"); aiayn's own models
-        read the subwords alone (§3.1 says nothing of a source end marker)."""
+        was trained with it (an imported Marian or BART model, meta "source_eos"), after <s>
+        for one that starts with it (BART, meta "source_bos"); aiayn's own models read the
+        subwords alone (§3.1 says nothing of source markers)."""
         ids = self.tokenizer.encode(text.strip())
-        return ids + [EOS] if self.meta.get("source_eos") else ids
+        if self.meta.get("source_bos"):
+            ids = [self.special["bos"], *ids]
+        return ids + [self.special["eos"]] if self.meta.get("source_eos") else ids
+
+    def search_ids(self) -> dict[str, int | None]:
+        """The decoder's first input, end and padding, and the token every output starts with
+        (an imported BART's forced_bos_token_id, <s>), as decode_ids takes them."""
+        s = self.special
+        return {"bos_id": s["decoder_start"], "eos_id": s["eos"], "pad_id": s["pad"],
+                "forced_first_id": s.get("forced_bos")}
 
     @classmethod
     def load(cls, folder: str | Path, device: str | torch.device = "cpu",
              checkpoint: int | None = None) -> Translator:
         """The model folder's translator; with `checkpoint`, the weights of that saved step."""
         model, meta = load_model(folder, device, expect=FAMILY, checkpoint=checkpoint)
-        tokenizer = Tokenizer.load(folder)
+        tokenizer = Tokenizer.load(folder, check_specials="special_ids" not in meta)
         if tokenizer.vocab_size > model.config.vocab_size:
             raise UserError(f"{folder}: tokenizer has {tokenizer.vocab_size} tokens but the model "
                             f"only {model.config.vocab_size}")
@@ -274,7 +292,7 @@ class Translator:
             warn(f"{len(long)} input sentence(s) longer than the model's {limit} positions are "
                  f"cut to {limit} tokens (the first: sentence {long[0] + 1})")
         out = decode_ids(self.model, ids, batch_size=batch_size, max_extra=max_extra,
-                         device=self.device, workers=workers, **opts)
+                         device=self.device, workers=workers, **opts, **self.search_ids())
         return [self.tokenizer.decode(t) for t in out]
 
     @torch.no_grad()
@@ -282,23 +300,28 @@ class Translator:
               batch_size: int = 64) -> list[dict[str, float]]:
         """Teacher-forced log-likelihood of each target given its source (fairseq-generate's
         --score-reference): per pair {"logprob": sum of log p over the target's subwords and
-        </s> (nats), "tokens": how many}. Sentences longer than max_len are cut to it.
+        </s> (after the <s> a BART model with forced_bos starts with) (nats), "tokens": how
+        many}. Sentences longer than max_len are cut to it.
 
         The sum is the log-probability of the whole target string, so it compares models whose
         tokenizers differ (as per-token perplexity does not)."""
         if len(sources) != len(targets):
             raise UserError(f"{len(sources)} sources but {len(targets)} targets")
-        limit = self.model.config.max_len
-        pairs = [(self.encode_source(s)[:limit], self.tokenizer.encode(t.strip())[:limit - 1])
+        limit, special = self.model.config.max_len, self.special
+        first = [] if special.get("forced_bos") is None else [special["forced_bos"]]
+        pairs = [(self.encode_source(s)[:limit],
+                  (first + self.tokenizer.encode(t.strip()))[:limit - 1])
                  for s, t in zip(sources, targets, strict=True)]
         out: list[dict[str, float]] = []
         for start in range(0, len(pairs), batch_size):
-            batch = collate(pairs[start:start + batch_size])
+            batch = collate(pairs[start:start + batch_size], special["pad"],
+                            special["decoder_start"], special["eos"])
             logits = self.model(batch.src.to(self.device), batch.tgt_in.to(self.device))
             logp = torch.log_softmax(logits.float(), dim=-1)
             tgt = batch.tgt_out.to(self.device)
-            token_lp = logp.gather(-1, tgt.unsqueeze(-1)).squeeze(-1).masked_fill(tgt == PAD, 0)
-            for row, n in zip(token_lp.sum(-1).tolist(), (tgt != PAD).sum(-1).tolist(),
+            pad = tgt == special["pad"]
+            token_lp = logp.gather(-1, tgt.unsqueeze(-1)).squeeze(-1).masked_fill(pad, 0)
+            for row, n in zip(token_lp.sum(-1).tolist(), (~pad).sum(-1).tolist(),
                               strict=True):
                 out.append({"logprob": row, "tokens": n})
         return out
@@ -309,20 +332,24 @@ class Translator:
         by default the model's own greedy translation).
 
         Returns (source tokens, target tokens, weights (n_layers, H, T, S)); the target tokens
-        are the decoder's inputs, as `aiayn viz attention` labels them: <s>, then the
-        translation's subwords (§3.1: shifted right; row t is where output token t+1 is chosen).
+        are the decoder's inputs, as `aiayn viz attention` labels them: <s> (the decoder's
+        first input: BART's is </s>), then the translation's subwords (§3.1: shifted right; row
+        t is where output token t+1 is chosen).
         """
         if translation is None:
             translation = self.translate([source], beam=1)[0]
         tok = self.tokenizer
         src_ids = self.encode_source(source)[:self.model.config.max_len]
-        tgt_ids = tok.encode(translation)[:self.model.config.max_len - 1]
+        forced = self.special.get("forced_bos")  # an imported BART's <s>, first in every output
+        tgt_ids = ([] if forced is None else [forced]) + tok.encode(translation)
+        tgt_ids = tgt_ids[:self.model.config.max_len - 1]
         src = torch.tensor([src_ids], device=self.device)
-        tgt_in = torch.tensor([[BOS] + tgt_ids], device=self.device)
+        start = self.special["decoder_start"]
+        tgt_in = torch.tensor([[start] + tgt_ids], device=self.device)
         _, attn = self.model(src, tgt_in, return_attn=True)
         weights = torch.stack([w[0] for w in attn["cross"]]).float().cpu()  # (L, H, T, S)
         src_tokens = [tok.display_token(i) for i in src_ids]
-        tgt_tokens = [BOS_TOKEN] + [tok.display_token(i) for i in tgt_ids]
+        tgt_tokens = [tok.display_token(i) for i in [start, *tgt_ids]]
         return src_tokens, tgt_tokens, weights
 
 
@@ -345,6 +372,24 @@ def import_hf_marian(folder: str | Path, out: str | Path) -> Translator:
     with new_folder(out):
         translator.save(out)
     return translator
+
+
+def import_hf_bart(folder: str | Path, out: str | Path) -> Translator:
+    """A transformers BartForConditionalGeneration folder (config.json + model.safetensors, with
+    tokenizer.json or vocab.json + merges.txt) -> an aiayn translation folder `out` (new or
+    empty) that translates as the BART model does, with BART's own special ids (meta
+    "special_ids"). Offline; see convert/hf_bart.py."""
+    from aiayn.convert.hf_bart import load_hf_folder
+    from aiayn.folder import new_folder, require_new_folder
+
+    folder, out = Path(folder), require_new_folder(out)
+    model, hf, notes = load_hf_folder(folder)
+    meta = {"task": "translation", "source": str(folder), "imported": "hf-bart", **notes}
+    translator = Translator(model, Tokenizer(hf, check_specials=False), "cpu", meta)
+    with new_folder(out):
+        translator.save(out)
+    return translator
+
 
 
 # -- train ---------------------------------------------------------------------------------------

@@ -26,7 +26,6 @@ from typing import Any
 import numpy as np
 import torch
 
-from aiayn.data.special import BOS, BOS_TOKEN
 from aiayn.errors import UserError
 from aiayn.families import ENCODER, FAMILIES, LANGUAGE_MODEL, TRANSLATION, VIT
 from aiayn.folder import folder_family
@@ -112,12 +111,13 @@ class Inspector:
         tr = self.obj
         src_ids = tr.encode_source(text)[: self.max_len]
         out_ids = decode_ids(tr.model, [src_ids], device=tr.device,
-                             **tr.search_options(beam=beam))[0]
+                             **tr.search_options(beam=beam), **tr.search_ids())[0]
         out_ids = out_ids[: self.max_len - 1]
         src = torch.tensor([src_ids], device=tr.device)
-        tgt_in = torch.tensor([[BOS, *out_ids]], device=tr.device)  # §3.1: shifted right
+        start = tr.special["decoder_start"]  # <s>; an imported BART's </s>
+        tgt_in = torch.tensor([[start, *out_ids]], device=tr.device)  # §3.1: shifted right
         _, attn = tr.model(src, tgt_in, return_attn=True)
-        labels = {"source": self._labels(src_ids), "target": [BOS_TOKEN, *self._labels(out_ids)]}
+        labels = {"source": self._labels(src_ids), "target": self._labels([start, *out_ids])}
         return Inspection(TRANSLATION, text, tr.tokenizer.decode(out_ids), labels,
                           attention_maps(attn, labels))
 

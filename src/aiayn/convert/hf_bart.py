@@ -1,0 +1,258 @@
+"""aiayn Transformer (translation) <-> HF ``transformers``' BartForConditionalGeneration, exactly.
+
+BART (Lewis et al. 2020) is the paper's encoder-decoder with these departures, each an option of
+TransformerConfig (the "bart-*" presets set them): learned positions read from row 2 of their
+table (BartLearnedPositionalEmbedding's offset; §3.5 has sinusoids), a LayerNorm on each stack's
+embedding sum (layernorm_embedding), GELU (§3.3: ReLU), embeddings not scaled by sqrt(d_model)
+unless scale_embedding (§3.4), and a bias on the tied output layer (final_logits_bias). The layers
+are the paper's post-norm ones (§3.1), and one matrix embeds source and target tokens and
+projects to the logits (§3.4). Every parameter maps, with no renumbering:
+
+    src/tgt_embed.tokens, output.weight   model.shared (= encoder/decoder embed_tokens, lm_head)
+    output.bias                           final_logits_bias (1, V)
+    src/tgt_embed.positions               model.encoder/decoder.embed_positions (max_len + 2 rows)
+    src/tgt_embed.norm                    model.encoder/decoder.layernorm_embedding
+    encoder/decoder.layers.i.*            as for Marian (convert/hf_marian.py's table)
+
+BART's special ids are its own (<s> 0, <pad> 1, </s> 2, <unk> 3) and its decoder starts from
+</s>: the folder keeps them (meta "special_ids", with "decoder_start"), its tokenizer is BART's
+byte-level BPE unchanged, and sources are <s> ... </s> (meta "source_bos", "source_eos"), as
+BartTokenizer makes them. Options BART's config names but aiayn lacks (mBART's pre-norm and final
+LayerNorm, sinusoidal positions, LayerDrop, ...) are refused in one line naming the key.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from aiayn.config import TransformerConfig
+from aiayn.convert import TO_HF_ACTIVATION, activation_from_hf, read_hf_folder
+from aiayn.convert.hf_marian import _parameter_names, generation_from_hf
+from aiayn.data.special import BOS, EOS, PAD
+from aiayn.errors import UserError
+from aiayn.models.transformer import Transformer
+from aiayn.sizes import check_fits
+
+OFFSET = 2  # BartLearnedPositionalEmbedding.offset: rows of the position table before position 0
+# TransformerConfig option -> BART's value
+_BART_SHAPE = {"norm_first": False, "final_norm": False, "positions": "learned",
+               "position_offset": OFFSET, "embedding_norm": True, "share_embeddings": True,
+               "bias": True, "output_bias": True, "layer_norm_eps": 1e-5}
+# Keys of older BART config.json files (and mBART's) that asked for what aiayn does not have ->
+# BART's own value; another value is refused, naming the key.
+_LEGACY = {"normalize_before": False, "add_final_layer_norm": False, "normalize_embedding": True,
+           "static_position_embeddings": False, "add_bias_logits": False,
+           "extra_pos_embeddings": OFFSET, "encoder_layerdrop": 0, "decoder_layerdrop": 0}
+_WHY = {"normalize_before": "BART's layers are post-norm (§3.1); mBART's pre-norm is not "
+                            "supported",
+        "add_final_layer_norm": "mBART's LayerNorm after each stack is not supported",
+        "normalize_embedding": "BART normalises its embedding sums; a model without that "
+                               "LayerNorm is not supported",
+        "static_position_embeddings": "sinusoidal BART positions are not supported",
+        "add_bias_logits": "a second logits bias is not supported",
+        "extra_pos_embeddings": f"BART's position table starts {OFFSET} rows in",
+        "encoder_layerdrop": "aiayn has no LayerDrop", "decoder_layerdrop": "aiayn has no LayerDrop"}
+
+
+def is_bart(config: TransformerConfig) -> bool:
+    """Whether the export of this translation model is a BART (else a Marian)."""
+    return config.embedding_norm or config.position_offset == OFFSET or config.output_bias
+
+
+def config_to_hf(config: TransformerConfig) -> dict[str, Any]:
+    """The BartConfig (as config.json) of a translation model; a UserError naming the first
+    option BART does not have. aiayn's special ids; an imported model's own replace them."""
+    for key, value in _BART_SHAPE.items():
+        if getattr(config, key) != value:
+            raise UserError(f"model.{key}={getattr(config, key)!r}: BART has {key}={value!r}, "
+                            "so this translation model has no exact BartForConditionalGeneration")
+    return {"architectures": ["BartForConditionalGeneration"], "model_type": "bart",
+            "vocab_size": config.vocab_size, "d_model": config.d_model,
+            "encoder_layers": config.n_encoder_layers, "decoder_layers": config.n_decoder_layers,
+            "encoder_attention_heads": config.n_heads, "decoder_attention_heads": config.n_heads,
+            "encoder_ffn_dim": config.d_ff, "decoder_ffn_dim": config.d_ff,
+            "activation_function": TO_HF_ACTIVATION[config.activation],
+            "dropout": config.dropout, "attention_dropout": config.attn_dropout,
+            "activation_dropout": config.activation_dropout,
+            "max_position_embeddings": config.max_len, "scale_embedding": config.scale_embeddings,
+            "tie_word_embeddings": True, "pad_token_id": PAD, "bos_token_id": BOS,
+            "eos_token_id": EOS, "decoder_start_token_id": BOS, "forced_eos_token_id": EOS,
+            "is_encoder_decoder": True, "init_std": 0.02}
+
+
+def _embedding_names() -> list[tuple[str, str]]:
+    """(aiayn name, BART name) of the position tables and embedding LayerNorms."""
+    names = []
+    for mine, theirs in (("src_embed", "model.encoder"), ("tgt_embed", "model.decoder")):
+        names.append((f"{mine}.positions.weight", f"{theirs}.embed_positions.weight"))
+        for p in ("weight", "bias"):
+            names.append((f"{mine}.norm.{p}", f"{theirs}.layernorm_embedding.{p}"))
+    return names
+
+
+def to_hf_state_dict(model: Transformer) -> dict[str, Tensor]:
+    """The model's weights under BartForConditionalGeneration's names."""
+    ours = {k: v.detach().float() for k, v in model.state_dict().items()}
+    shared = ours["src_embed.tokens.weight"]
+    out = {k: shared for k in ("model.shared.weight", "model.encoder.embed_tokens.weight",
+                               "model.decoder.embed_tokens.weight", "lm_head.weight")}
+    out["final_logits_bias"] = ours["output.bias"][None, :]
+    for mine, theirs in _embedding_names():
+        out[theirs] = ours[mine]
+    for mine, theirs, _ in _parameter_names(model.config):
+        out[theirs] = ours[mine]
+    return {k: v.contiguous().clone() for k, v in out.items()}
+
+
+# -- import (aiayn import hf-bart) ---------------------------------------------------------------
+
+def require_bart(c: dict[str, Any], where: str) -> None:
+    if c.get("model_type") != "bart":
+        raise UserError(f"{where}: model_type={c.get('model_type')!r}: not a BART "
+                        "(BartForConditionalGeneration) folder")
+
+
+def config_from_hf(c: dict[str, Any], where: str) -> TransformerConfig:
+    """The TransformerConfig of a BartConfig dict (config.json at `where`); a UserError naming
+    the key aiayn lacks."""
+    require_bart(c, where)
+    for key, value in _LEGACY.items():
+        if key in c and c[key] != value:
+            raise UserError(f"{where}: {key}: {json.dumps(c[key])}: {_WHY[key]}")
+    for a, b in (("encoder_attention_heads", "decoder_attention_heads"),
+                 ("encoder_ffn_dim", "decoder_ffn_dim")):
+        if c.get(a, 16 if "heads" in a else 4096) != c.get(b, 16 if "heads" in b else 4096):
+            raise UserError(f"{where}: {a}={c.get(a)} but {b}={c.get(b)}: aiayn's encoder and "
+                            "decoder have one head count and one d_ff")
+    if not c.get("tie_word_embeddings", True):
+        raise UserError(f"{where}: tie_word_embeddings: false: aiayn's translation model ties "
+                        "its output layer to the embeddings (§3.4)")
+    activation = activation_from_hf(c.get("activation_function", "gelu"),
+                                    f"{where}: activation_function")
+    layers = (int(c.get("encoder_layers", 12)), int(c.get("decoder_layers", 12)))
+    try:
+        config = TransformerConfig(
+            vocab_size=int(c.get("vocab_size", 50265)), d_model=int(c.get("d_model", 1024)),
+            n_heads=int(c.get("encoder_attention_heads", 16)),
+            d_ff=int(c.get("encoder_ffn_dim", 4096)), n_layers=layers[0],
+            n_encoder_layers=layers[0], n_decoder_layers=layers[1],
+            max_len=int(c.get("max_position_embeddings", 1024)), positions="learned",
+            position_offset=OFFSET, embedding_norm=True, output_bias=True,
+            share_embeddings=True, scale_embeddings=bool(c.get("scale_embedding", False)),
+            final_norm=False, norm_first=False, bias=True, layer_norm_eps=1e-5,
+            activation=activation, dropout=float(c.get("dropout", 0.1)),
+            attn_dropout=float(c.get("attention_dropout", 0.0)),
+            activation_dropout=float(c.get("activation_dropout", 0.0)),
+            pad_id=int(c.get("pad_token_id", 1)))
+    except ValueError as e:
+        raise UserError(f"{where}: {e}") from None
+    check_fits(config, where)  # before any tensor of the model is made
+    return config
+
+
+def from_hf_state_dict(state: dict[str, Tensor], config: TransformerConfig,
+                       where: str) -> dict[str, Tensor]:
+    """BART weights -> aiayn's names (the inverse of to_hf_state_dict)."""
+    def get(name: str) -> Tensor:
+        if name not in state:
+            raise UserError(f"{where}: the weights have no {name!r} (not a "
+                            "BartForConditionalGeneration checkpoint of this config?)")
+        return state[name].float()
+
+    shared = next((get(k) for k in ("model.shared.weight", "model.encoder.embed_tokens.weight",
+                                     "lm_head.weight") if k in state), None)
+    if shared is None:
+        get("model.shared.weight")  # raises, naming it
+    out = {"src_embed.tokens.weight": shared, "tgt_embed.tokens.weight": shared,
+           "output.weight": shared}
+    bias = state.get("final_logits_bias")  # absent: transformers' zeros
+    out["output.bias"] = torch.zeros(config.vocab_size) if bias is None else bias.float().reshape(-1)
+    for mine, theirs in _embedding_names():
+        out[mine] = get(theirs)
+    for mine, theirs, _ in _parameter_names(config):
+        out[mine] = get(theirs)
+    return {k: v.contiguous().clone() for k, v in out.items()}
+
+
+def read_tokenizer(folder: Path, special: dict[str, int | None]) -> Any:
+    """BART's byte-level BPE as a `tokenizers` Tokenizer: its tokenizer.json, or vocab.json +
+    merges.txt (what BartTokenizer reads) with BART's special tokens and its <s> ... </s>
+    post-processor, as BartTokenizerFast builds them."""
+    from tokenizers import AddedToken, processors
+
+    from aiayn.convert.hf_gpt2 import read_tokenizer as read_byte_level_bpe
+
+    if not (folder / "tokenizer.json").is_file() and not (folder / "vocab.json").is_file():
+        raise UserError(f"{folder}: no tokenizer: a BART folder needs tokenizer.json or "
+                        "vocab.json + merges.txt")
+    hf = read_byte_level_bpe(folder)
+    if not (folder / "tokenizer.json").is_file():
+        names = ["<s>", "<pad>", "</s>", "<unk>", "<mask>"]  # as transformers' BartTokenizer
+        hf.add_special_tokens([AddedToken(t, special=True) for t in names if hf.token_to_id(t)
+                               is not None])
+        bos, eos = special["bos"], special["eos"]
+        hf.post_processor = processors.RobertaProcessing(
+            (hf.id_to_token(eos), eos), (hf.id_to_token(bos), bos), trim_offsets=True,
+            add_prefix_space=False)
+    for name in ("bos", "eos", "pad", "decoder_start"):
+        if hf.id_to_token(special[name]) is None:
+            raise UserError(f"{folder}: the tokenizer has no token at the {name} id "
+                            f"{special[name]} (config.json)")
+    return hf
+
+
+def special_ids(c: dict[str, Any]) -> dict[str, int]:
+    """BART's special ids in config.json (checked: HF_VALUES), transformers' defaults where
+    absent: <s>, </s>, <pad> and the decoder's first input (</s>)."""
+    return {"bos": c.get("bos_token_id", 0), "eos": c.get("eos_token_id", 2),
+            "pad": c.get("pad_token_id", 1), "decoder_start": c.get("decoder_start_token_id", 2)}
+
+
+def forced_bos(folder: Path, c: dict[str, Any], vocab_size: int) -> int | None:
+    """The token generate() puts first in every output (forced_bos_token_id of
+    generation_config.json, else of config.json; <s> in BART models fine-tuned on targets that
+    start with it), or None."""
+    path = folder / "generation_config.json"
+    try:
+        g = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else c
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise UserError(f"{path}: invalid JSON ({e})") from None
+    where = path if path.is_file() else folder / "config.json"
+    token = g.get("forced_bos_token_id") if isinstance(g, dict) else None
+    if token is not None and (not isinstance(token, int) or isinstance(token, bool)
+                              or not 0 <= token < vocab_size):
+        raise UserError(f"{where}: forced_bos_token_id={json.dumps(token)}: must be a token id "
+                        f"(a non-negative integer below vocab_size={vocab_size}) or null")
+    return token
+
+
+def load_hf_folder(folder: Path) -> tuple[Transformer, Any, dict[str, Any]]:
+    """A BartForConditionalGeneration folder (config.json + model.safetensors, with
+    tokenizer.json or vocab.json + merges.txt) -> (the aiayn Transformer, its `tokenizers`
+    tokenizer, the folder's notes: special ids, source markers, BART's own search)."""
+    hf_config, state, config_path = read_hf_folder(folder, "BART")
+    config = config_from_hf(hf_config, str(config_path))
+    special: dict[str, int | None] = {**special_ids(hf_config)}
+    if (token := forced_bos(folder, hf_config, config.vocab_size)) is not None:
+        special["forced_bos"] = token
+    hf = read_tokenizer(folder, special)
+    special["unk"] = hf.token_to_id("<unk>")
+    rows = hf.get_vocab_size(with_added_tokens=True)
+    if rows > config.vocab_size:
+        raise UserError(f"{folder}: the tokenizer has {rows} tokens but the model only "
+                        f"{config.vocab_size}")
+    model = Transformer(config)
+    model.load_state_dict(from_hf_state_dict(state, config, str(folder)))
+    meta: dict[str, Any] = {"special_ids": special, "source_bos": True, "source_eos": True}
+    if "aiayn" not in hf_config:  # a BART model's own search (aiayn's exports keep §6.1's)
+        meta["generation"] = generation_from_hf(folder, hf_config)
+    return model.eval(), hf, meta
+
+
+__all__ = ["OFFSET", "config_from_hf", "config_to_hf", "from_hf_state_dict", "is_bart",
+           "forced_bos", "load_hf_folder", "read_tokenizer", "require_bart", "special_ids", "to_hf_state_dict"]

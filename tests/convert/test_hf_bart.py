@@ -1,0 +1,274 @@
+"""`aiayn import hf-bart` and `aiayn export hf` of a BART-shaped model: a folder transformers
+writes offline (random weights, a byte-level BPE trained here) imports to a translation folder
+with the same token ids, logits within 1e-4 and the same greedy and beam translations as
+generate() (the folder's generation_config.json honoured); exported again, it is the same BART,
+and export -> import -> export is bit for bit; what BART options aiayn lacks is refused in one
+line naming the key."""
+
+import json
+import shutil
+
+import pytest
+import torch
+
+import aiayn
+from aiayn.cli import main
+
+transformers = pytest.importorskip("transformers")
+
+ENGLISH = ["the quick brown fox jumps over the lazy dog", "a cat sat on the mat",
+           "the house is small", "my friend reads a book", "Café au lait, s'il vous plaît!"]
+SENTENCES = ENGLISH + ["a fox reads", "the dog reads a small book", "my house", "a small cat",
+                       "the lazy cat sat on my friend"]
+PAD, EOS = 1, 2  # BART's; <s> is 0, and the decoder starts from </s>
+
+
+@pytest.fixture(scope="module")
+def hf_bart_folder(tmp_path_factory):
+    """A BartForConditionalGeneration written by transformers (random weights, offline), every
+    LayerNorm, position row and logits bias made random too, with BartTokenizer's files of a
+    byte-level BPE trained here (<s> 0, <pad> 1, </s> 2, <unk> 3, <mask>) and BART's own search
+    in generation_config.json (beam 4, |Y|^1, stop at 4 finished)."""
+    from tokenizers import ByteLevelBPETokenizer
+
+    folder = tmp_path_factory.mktemp("bart")
+    bpe = ByteLevelBPETokenizer()
+    bpe.train_from_iterator(ENGLISH * 20, vocab_size=320,
+                            special_tokens=["<s>", "<pad>", "</s>", "<unk>", "<mask>"])
+    bpe.save_model(str(folder))
+    transformers.BartTokenizer.from_pretrained(folder).save_pretrained(folder)
+    config = transformers.BartConfig(
+        vocab_size=bpe.get_vocab_size(), d_model=32, encoder_layers=2, decoder_layers=2,
+        encoder_attention_heads=4, decoder_attention_heads=4, encoder_ffn_dim=64,
+        decoder_ffn_dim=64, max_position_embeddings=64, init_std=0.3, dropout=0.0)
+    torch.manual_seed(0)
+    model = transformers.BartForConditionalGeneration(config)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if "layer_norm" in name or "layernorm" in name:
+                p.add_(torch.randn_like(p) * 0.2)
+        model.final_logits_bias.normal_(0, 0.5)
+        model.final_logits_bias[0, PAD] = -20.0  # as a trained BART: never produces <pad>
+        model.model.shared.weight[EOS] *= 2.0  # a larger </s> row: translations end
+    model.save_pretrained(folder)
+    (folder / "generation_config.json").write_text(json.dumps({
+        "num_beams": 4, "length_penalty": 1.0, "early_stopping": True, "max_length": 64,
+        "bos_token_id": 0, "decoder_start_token_id": EOS, "pad_token_id": PAD,
+        "eos_token_id": EOS, "forced_eos_token_id": EOS}))
+    return folder, SENTENCES
+
+
+def _hf(folder):
+    return (transformers.BartForConditionalGeneration.from_pretrained(folder).eval(),
+            transformers.AutoTokenizer.from_pretrained(folder))
+
+
+def _ended(ids, cap):
+    """HF's output after the decoder's start, up to its </s>, or None if it ran to the cap."""
+    ids = ids[1:]
+    return ids[:ids.index(EOS)] if EOS in ids[:cap - 1] else None
+
+
+def test_an_imported_bart_has_the_same_tokens_logits_and_translations(hf_bart_folder, tmp_path,
+                                                                      capsys):
+    folder, sentences = hf_bart_folder
+    out = tmp_path / "mt"
+    assert main(["import", "hf-bart", str(folder), "--out", str(out)]) == 0
+    assert "imported" in capsys.readouterr().out
+    hf, hf_tok = _hf(folder)
+    mt = aiayn.load(out)
+    assert mt.special == {"bos": 0, "pad": PAD, "eos": EOS, "unk": 3, "decoder_start": EOS}
+    for text in sentences:  # <s> ... </s>, in BART's own ids
+        assert mt.encode_source(text) == hf_tok(text)["input_ids"], text
+    # Teacher-forced logits of a padded batch (pad 1, masked on both sides).
+    src = [mt.encode_source(t) for t in sentences[:3]]
+    width = max(map(len, src))
+    src = torch.tensor([s + [PAD] * (width - len(s)) for s in src])
+    tgt_in = torch.tensor([[EOS, 0, 9, 14, 7, 30]] * 3)
+    with torch.no_grad():
+        ours = mt.model(src, tgt_in)
+        theirs = hf(input_ids=src, attention_mask=(src != PAD).long(),
+                    decoder_input_ids=tgt_in).logits
+    assert (ours - theirs).abs().max() <= 1e-4 and ours.std() > 1
+    # The same greedy translations, tokens and text.
+    from aiayn.generation.search import decode_ids
+
+    finished = 0
+    for text in sentences:
+        inputs = hf_tok([text], return_tensors="pt")
+        with torch.no_grad():
+            hf_out = hf.generate(**inputs, num_beams=1, do_sample=False, max_new_tokens=20)
+        mine = decode_ids(mt.model, [mt.encode_source(text)], beam=1, max_extra=20,
+                          **mt.search_ids())[0]
+        ended = _ended(hf_out[0].tolist(), 20)
+        if ended is not None:
+            assert mine == ended, text
+            assert mt.translate(text, beam=1)[0] == hf_tok.decode(hf_out[0], skip_special_tokens=True)
+            finished += 1
+        else:  # cut at 20 tokens, the last one forced to be </s>
+            assert mine[:19] == hf_out[0, 1:20].tolist(), text
+    assert finished >= 3
+    # Beam search as the folder says (generation_config.json), as generate() with it.
+    assert mt.meta["generation"] == {"beam": 4, "alpha": 1.0, "length_penalty": "avg",
+                                     "early_stopping": "first_k", "no_repeat_ngram_size": 0}
+    same = longest = 0
+    for text in sentences:
+        with torch.no_grad():
+            hf_out = hf.generate(**hf_tok([text], return_tensors="pt"), max_new_tokens=20)
+        ended = _ended(hf_out[0].tolist(), 20)
+        if ended is not None:
+            assert mt.translate(text)[0] == hf_tok.decode(hf_out[0], skip_special_tokens=True), text
+            same, longest = same + 1, max(longest, len(ended))
+    assert same >= 3 and longest >= 5  # not only translations that end at once
+    # eval's teacher-forced score: the target after </s>, as BART's loss with these labels
+    target = "the small dog"
+    labels = torch.tensor([mt.tokenizer.encode(target) + [EOS]])
+    with torch.no_grad():
+        hf_loss = float(hf(**hf_tok([sentences[0]], return_tensors="pt"), labels=labels).loss)
+    scored = mt.score([sentences[0]], [target])[0]
+    assert scored["tokens"] == labels.shape[1]
+    assert -scored["logprob"] / scored["tokens"] == pytest.approx(hf_loss, rel=1e-4)
+    # the explorer's view starts from BART's decoder start, </s>
+    _, tgt_tokens, weights = mt.cross_attention(sentences[1])
+    assert tgt_tokens[0] == "</s>" and weights.shape[-1] == len(mt.encode_source(sentences[1]))
+
+
+def test_a_bart_exports_back_as_the_same_bart_and_round_trips_bit_for_bit(hf_bart_folder,
+                                                                          tmp_path):
+    folder, sentences = hf_bart_folder
+    assert main(["import", "hf-bart", str(folder), "--out", str(tmp_path / "mt")]) == 0
+    assert main(["export", "hf", "--model", str(tmp_path / "mt"), "--out", str(tmp_path / "hf")]) == 0
+    again, again_tok = _hf(tmp_path / "hf")
+    hf, hf_tok = _hf(folder)
+    assert type(again).__name__ == "BartForConditionalGeneration"
+    inputs = hf_tok(sentences[:2], return_tensors="pt", padding=True)
+    assert again_tok(sentences[:2], padding=True)["input_ids"] == inputs["input_ids"].tolist()
+    tgt_in = torch.tensor([[EOS, 0, 9, 14]] * 2)
+    with torch.no_grad():
+        a = again(**inputs, decoder_input_ids=tgt_in).logits
+        b = hf(**inputs, decoder_input_ids=tgt_in).logits
+    assert (a - b).abs().max() <= 1e-5
+    config = json.loads((tmp_path / "hf" / "config.json").read_text())
+    assert {k: config[k] for k in ("bos_token_id", "pad_token_id", "eos_token_id",
+                                   "decoder_start_token_id")} == \
+        {"bos_token_id": 0, "pad_token_id": PAD, "eos_token_id": EOS, "decoder_start_token_id": EOS}
+    # export -> import -> export: every file the same, bytes for bytes (but where it came from)
+    assert main(["import", "hf-bart", str(tmp_path / "hf"), "--out", str(tmp_path / "back")]) == 0
+    assert main(["export", "hf", "--model", str(tmp_path / "back"), "--out",
+                 str(tmp_path / "hf2")]) == 0
+    names = sorted(p.name for p in (tmp_path / "hf").iterdir())
+    assert names == sorted(p.name for p in (tmp_path / "hf2").iterdir())
+    for name in names:
+        first, second = ((tmp_path / d / name).read_bytes() for d in ("hf", "hf2"))
+        if name == "config.json":
+            first, second = (json.loads(x) for x in (first, second))
+            for c in (first, second):
+                del c["aiayn"]["exported_from"]
+        assert first == second, name
+
+
+def test_a_forced_first_token_is_honoured_as_generate_honours_it(hf_bart_folder, tmp_path):
+    """forced_bos_token_id (BART models fine-tuned on <s> ... </s> targets): <s> comes first in
+    every output, with log-probability 0; greedy and beam 4 as generate(), and it exports back."""
+    folder, sentences = hf_bart_folder
+    forced = tmp_path / "forced"
+    shutil.copytree(folder, forced)
+    generation = json.loads((forced / "generation_config.json").read_text())
+    (forced / "generation_config.json").write_text(json.dumps({**generation,
+                                                               "forced_bos_token_id": 0}))
+    assert main(["import", "hf-bart", str(forced), "--out", str(tmp_path / "mt")]) == 0
+    mt = aiayn.load(tmp_path / "mt")
+    assert mt.special["forced_bos"] == 0
+    hf, hf_tok = _hf(forced)
+    same = 0
+    for text in sentences:
+        for beam in (1, 4):
+            with torch.no_grad():
+                hf_out = hf.generate(**hf_tok([text], return_tensors="pt"), num_beams=beam,
+                                     max_new_tokens=20)[0].tolist()
+            assert hf_out[1] == 0
+            ended = _ended(hf_out, 20)
+            if ended is not None:
+                ours = mt.translate(text, beam=beam)[0]
+                assert ours == hf_tok.decode(hf_out, skip_special_tokens=True), (text, beam)
+                same += 1
+    assert same >= 6
+    assert main(["export", "hf", "--model", str(tmp_path / "mt"), "--out", str(tmp_path / "hf")]) == 0
+    exported = json.loads((tmp_path / "hf" / "generation_config.json").read_text())
+    assert exported["forced_bos_token_id"] == 0 and exported["decoder_start_token_id"] == EOS
+
+
+def test_the_tokenizer_of_vocab_json_and_merges_txt_alone_is_bart_s(hf_bart_folder, tmp_path):
+    """BartTokenizer's original files (no tokenizer.json): the same ids, </s> and <mask> kept
+    whole, the same text back."""
+    folder, sentences = hf_bart_folder
+    bare = tmp_path / "bare"
+    shutil.copytree(folder, bare)
+    (bare / "tokenizer.json").unlink()
+    assert main(["import", "hf-bart", str(bare), "--out", str(tmp_path / "mt")]) == 0
+    mt = aiayn.load(tmp_path / "mt")
+    hf_tok = transformers.AutoTokenizer.from_pretrained(folder)
+    for text in [*sentences, "a <mask> sat"]:
+        assert mt.encode_source(text) == hf_tok(text)["input_ids"], text
+    ids = hf_tok(sentences[0])["input_ids"]
+    assert mt.tokenizer.decode(ids) == hf_tok.decode(ids, skip_special_tokens=True)
+
+
+def test_a_bart_preset_model_exports_as_a_bart(tmp_path):
+    """A model built from the bart-tiny preset's options (aiayn's own special ids) exports as a
+    BartForConditionalGeneration that computes the same logits."""
+    from aiayn import Transformer, preset
+    from aiayn.data.tokenizer import Tokenizer
+    from aiayn.tasks.translation import Translator
+
+    torch.manual_seed(0)
+    tok = Tokenizer.train(ENGLISH * 5, 120)
+    model = Transformer(preset("bart-tiny", vocab_size=tok.vocab_size, d_model=32, n_heads=4,
+                               d_ff=64, max_len=64, dropout=0.0, attn_dropout=0.0,
+                               activation_dropout=0.0)).eval()
+    torch.nn.init.normal_(model.output.bias)
+    Translator(model, tok).save(tmp_path / "mt")
+    assert main(["export", "hf", "--model", str(tmp_path / "mt"), "--out", str(tmp_path / "hf")]) == 0
+    hf, hf_tok = _hf(tmp_path / "hf")
+    src = torch.tensor([tok.encode(ENGLISH[0])])
+    tgt_in = torch.tensor([[1, 5, 9, 4]])  # aiayn's <s> starts the decoder
+    assert hf.config.decoder_start_token_id == 1 and hf.config.pad_token_id == 0
+    with torch.no_grad():
+        assert (model(src, tgt_in) - hf(input_ids=src, decoder_input_ids=tgt_in).logits
+                ).abs().max() <= 1e-5
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"normalize_before": True}, "normalize_before: true: BART's layers are post-norm"),
+    ({"add_final_layer_norm": True}, "add_final_layer_norm: true: mBART's LayerNorm"),
+    ({"model_type": "mbart"}, "model_type='mbart': not a BART"),
+    ({"tie_word_embeddings": False}, "tie_word_embeddings: false"),
+    ({"encoder_layerdrop": 0.1}, "encoder_layerdrop: 0.1: aiayn has no LayerDrop"),
+    ({"decoder_ffn_dim": 128}, "encoder_ffn_dim=64 but decoder_ffn_dim=128"),
+    ({"pad_token_id": 999}, "pad_token_id=999: must be a token id"),
+    ({"activation_function": "quick_gelu"}, "activation_function='quick_gelu' is not supported")])
+def test_what_aiayn_lacks_is_refused_in_one_line_naming_the_key(hf_bart_folder, tmp_path, capsys,
+                                                               change, message):
+    folder, _ = hf_bart_folder
+    crafted = tmp_path / "crafted"
+    shutil.copytree(folder, crafted)
+    config = json.loads((crafted / "config.json").read_text())
+    (crafted / "config.json").write_text(json.dumps({**config, **change}))
+    capsys.readouterr()
+    assert main(["import", "hf-bart", str(crafted), "--out", str(tmp_path / "mt")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and message in err and "Traceback" not in err, err
+    assert not (tmp_path / "mt").exists()
+
+
+def test_a_bart_folder_without_its_tokenizer_is_refused(hf_bart_folder, tmp_path, capsys):
+    folder, _ = hf_bart_folder
+    bare = tmp_path / "bare"
+    bare.mkdir()
+    for name in ("config.json", "model.safetensors"):
+        shutil.copy(folder / name, bare / name)
+    assert main(["import", "hf-bart", str(bare), "--out", str(tmp_path / "mt")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "no tokenizer: a BART folder needs tokenizer.json or " \
+        "vocab.json + merges.txt" in err, err
+    assert not (tmp_path / "mt").exists()
