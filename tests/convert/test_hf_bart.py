@@ -110,7 +110,8 @@ def test_an_imported_bart_has_the_same_tokens_logits_and_translations(hf_bart_fo
     assert finished >= 3
     # Beam search as the folder says (generation_config.json), as generate() with it.
     assert mt.meta["generation"] == {"beam": 4, "alpha": 1.0, "length_penalty": "avg",
-                                     "early_stopping": "first_k", "no_repeat_ngram_size": 0}
+                                     "early_stopping": "first_k", "no_repeat_ngram_size": 0,
+                                     "max_new_tokens": 62}  # max_length 64: start, ..., </s>
     same = longest = 0
     for text in sentences:
         with torch.no_grad():
@@ -148,6 +149,11 @@ def test_a_bart_exports_back_as_the_same_bart_and_round_trips_bit_for_bit(hf_bar
         a = again(**inputs, decoder_input_ids=tgt_in).logits
         b = hf(**inputs, decoder_input_ids=tgt_in).logits
     assert (a - b).abs().max() <= 1e-5
+    # BART's own search goes with it, as generation_config.json's keys
+    search = json.loads((tmp_path / "hf" / "generation_config.json").read_text())
+    assert {k: search[k] for k in ("num_beams", "length_penalty", "early_stopping",
+                                   "max_length")} == \
+        {"num_beams": 4, "length_penalty": 1.0, "early_stopping": True, "max_length": 64}
     config = json.loads((tmp_path / "hf" / "config.json").read_text())
     assert {k: config[k] for k in ("bos_token_id", "pad_token_id", "eos_token_id",
                                    "decoder_start_token_id")} == \
@@ -156,6 +162,8 @@ def test_a_bart_exports_back_as_the_same_bart_and_round_trips_bit_for_bit(hf_bar
     assert main(["import", "hf-bart", str(tmp_path / "hf"), "--out", str(tmp_path / "back")]) == 0
     assert main(["export", "hf", "--model", str(tmp_path / "back"), "--out",
                  str(tmp_path / "hf2")]) == 0
+    assert aiayn.load(tmp_path / "back").meta["generation"] == \
+        aiayn.load(tmp_path / "mt").meta["generation"]
     names = sorted(p.name for p in (tmp_path / "hf").iterdir())
     assert names == sorted(p.name for p in (tmp_path / "hf2").iterdir())
     for name in names:
@@ -196,6 +204,36 @@ def test_a_forced_first_token_is_honoured_as_generate_honours_it(hf_bart_folder,
     assert main(["export", "hf", "--model", str(tmp_path / "mt"), "--out", str(tmp_path / "hf")]) == 0
     exported = json.loads((tmp_path / "hf" / "generation_config.json").read_text())
     assert exported["forced_bos_token_id"] == 0 and exported["decoder_start_token_id"] == EOS
+
+
+def test_min_length_and_max_length_are_honoured_as_generate_honours_them(hf_bart_folder,
+                                                                        tmp_path):
+    """generation_config.json's min_length / max_length (a summarizer's: bart-large-cnn has
+    56 / 142) count the decoder's start, and </s> is forced at the cap: the same translations
+    as generate() with them, greedy and beam 4."""
+    folder, sentences = hf_bart_folder
+    limited = tmp_path / "limited"
+    shutil.copytree(folder, limited)
+    generation = json.loads((limited / "generation_config.json").read_text())
+    (limited / "generation_config.json").write_text(json.dumps({**generation, "min_length": 6,
+                                                                "max_length": 10}))
+    assert main(["import", "hf-bart", str(limited), "--out", str(tmp_path / "mt")]) == 0
+    mt = aiayn.load(tmp_path / "mt")
+    assert mt.length_limits() == {"min_length": 5, "max_new_tokens": 8}
+    hf, hf_tok = _hf(limited)
+    ended = capped = 0
+    for text in sentences:
+        for beam in (1, 4):
+            with torch.no_grad():
+                hf_out = hf.generate(**hf_tok([text], return_tensors="pt"), num_beams=beam)
+            hf_out = hf_out[0].tolist()
+            assert len(hf_out) <= 10 and EOS not in hf_out[1:6]  # nothing ends before 5 tokens
+            before_cap = EOS in hf_out[1:9]  # else </s> was forced at the 10th place
+            if beam == 1 or before_cap:  # (beam 4 at the cap: HF scores the forced </s> as 0)
+                ours = mt.translate(text, beam=beam)[0]
+                assert ours == hf_tok.decode(hf_out, skip_special_tokens=True), (text, beam)
+                ended, capped = ended + before_cap, capped + (not before_cap)
+    assert ended >= 3 and capped >= 1
 
 
 def test_the_tokenizer_of_vocab_json_and_merges_txt_alone_is_bart_s(hf_bart_folder, tmp_path):

@@ -408,6 +408,25 @@ def test_a_decoder_started_from_eos_can_still_end_with_it():
         assert all(t == [] for t in search(model, src, config))
 
 
+def test_a_forced_first_token_comes_first_and_adds_nothing_to_the_score():
+    """forced_first_id (BART's forced_bos_token_id): every output starts with it, even where
+    the model would end at once; its log-probability counts as 0, as transformers scores it."""
+    model, src = _model(2, bias=6.0), _ragged_sources(2)  # EOS nearly always first
+    for beam in (1, 3):
+        config = GenerationConfig(beam=beam, max_extra=5, forced_first_id=A,
+                                  **{**IDS, "bos_id": IDS["eos_id"]})
+        assert all(t[:1] == [A] for t in search(model, src, config))
+    row, mask = _alone(src[0])
+    one = search_hypotheses(model, row, GenerationConfig(beam=1, max_extra=5, forced_first_id=A,
+                                                         **IDS))[0][0]
+    with torch.no_grad():
+        logits = model.decode(torch.tensor([[BOS, A]]), model.encode(row, mask), mask)[0, -1]
+    assert one.tokens == [A] and one.score == pytest.approx(
+        float(torch.log_softmax(logits.double(), -1)[EOS]) / length_penalty(2, 0.6), abs=1e-6)
+    with pytest.raises(ValueError, match="forced_first_id=-1"):
+        GenerationConfig(forced_first_id=-1)
+
+
 def test_max_new_tokens_caps_every_row():
     model, src = _model(0, bias=-50.0), _ragged_sources(0)  # EOS never wins: rows run to their limit
     config = GenerationConfig(max_new_tokens=4, **IDS)

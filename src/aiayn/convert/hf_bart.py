@@ -32,7 +32,8 @@ from torch import Tensor
 
 from aiayn.config import TransformerConfig
 from aiayn.convert import TO_HF_ACTIVATION, activation_from_hf, read_hf_folder
-from aiayn.convert.hf_marian import _parameter_names, generation_from_hf
+from aiayn.convert.hf_marian import _parameter_names
+from aiayn.convert.hf_marian import generation_from_hf as marian_generation
 from aiayn.data.special import BOS, EOS, PAD
 from aiayn.errors import UserError
 from aiayn.models.transformer import Transformer
@@ -231,6 +232,34 @@ def forced_bos(folder: Path, c: dict[str, Any], vocab_size: int) -> int | None:
     return token
 
 
+def generation_from_hf(folder: Path, c: dict[str, Any]) -> dict[str, Any]:
+    """BART's own search (generation_config.json, else config.json) as aiayn's: what Marian's
+    has (convert/hf_marian.py), and the lengths, counted in output tokens before </s>. HF counts
+    the decoder's start in min_length / max_length and </s> in max_new_tokens; with
+    forced_eos_token_id its last token is </s>. Absent keys: no limit (not HF's max_length 20)."""
+    search = marian_generation(folder, c)
+    path = folder / "generation_config.json"
+    g = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else c
+    where = path if path.is_file() else folder / "config.json"
+    values = {}
+    for key in ("min_length", "max_length", "min_new_tokens", "max_new_tokens"):
+        value = g.get(key) if isinstance(g, dict) else None
+        if value is not None and (not isinstance(value, int) or isinstance(value, bool)
+                                  or value < 0):
+            raise UserError(f"{where}: {key}={json.dumps(value)}: must be a non-negative integer "
+                            "or null")
+        values[key] = value
+    if values["min_new_tokens"] is not None:
+        search["min_length"] = values["min_new_tokens"]
+    elif values["min_length"]:
+        search["min_length"] = max(values["min_length"] - 1, 0)
+    if values["max_new_tokens"] is not None:
+        search["max_new_tokens"] = max(values["max_new_tokens"] - 1, 0)
+    elif values["max_length"] is not None:
+        search["max_new_tokens"] = max(values["max_length"] - 2, 0)
+    return search
+
+
 def load_hf_folder(folder: Path) -> tuple[Transformer, Any, dict[str, Any]]:
     """A BartForConditionalGeneration folder (config.json + model.safetensors, with
     tokenizer.json or vocab.json + merges.txt) -> (the aiayn Transformer, its `tokenizers`
@@ -249,10 +278,13 @@ def load_hf_folder(folder: Path) -> tuple[Transformer, Any, dict[str, Any]]:
     model = Transformer(config)
     model.load_state_dict(from_hf_state_dict(state, config, str(folder)))
     meta: dict[str, Any] = {"special_ids": special, "source_bos": True, "source_eos": True}
-    if "aiayn" not in hf_config:  # a BART model's own search (aiayn's exports keep §6.1's)
+    exported = hf_config.get("aiayn")
+    if not isinstance(exported, dict) or exported.get("own_search"):
+        # a BART model's own search, also through aiayn's export (aiayn's own keep §6.1's)
         meta["generation"] = generation_from_hf(folder, hf_config)
     return model.eval(), hf, meta
 
 
-__all__ = ["OFFSET", "config_from_hf", "config_to_hf", "from_hf_state_dict", "is_bart",
-           "forced_bos", "load_hf_folder", "read_tokenizer", "require_bart", "special_ids", "to_hf_state_dict"]
+__all__ = ["OFFSET", "config_from_hf", "config_to_hf", "forced_bos", "from_hf_state_dict",
+           "generation_from_hf", "is_bart", "load_hf_folder", "read_tokenizer", "require_bart",
+           "special_ids", "to_hf_state_dict"]

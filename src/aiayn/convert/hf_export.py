@@ -89,6 +89,8 @@ def export_hf(folder: str | Path, out: str | Path) -> str:
         raise UserError(f"{folder}: {what} has no Hugging Face export yet (exported: {known})")
     config, state = EXPORTERS[family][1](model, meta)
     config["aiayn"] = {"exported_from": str(folder), "family": family}
+    if family == TRANSLATION and meta.get("generation"):  # an imported model's own search
+        config["aiayn"]["own_search"] = True
     if family == ENCODER:  # BERT's own special tokens: [CLS] = <s>, [SEP] = </s>, [MASK]
         ids = dict(meta.get("special_ids", {}))
     else:  # aiayn's (data/special.py), or an imported model's own (GPT-2's <|endoftext|>)
@@ -110,15 +112,16 @@ def export_hf(folder: str | Path, out: str | Path) -> str:
             _write_image_processor(out, model)
         else:
             if family != ENCODER:
-                _write_generation_config(out, config, model, family)
+                _write_generation_config(out, config, model, family, meta.get("generation"))
             _write_tokenizer(out, tokenizer, meta, ids, model)
     return config["architectures"][0]
 
 
 def _write_generation_config(out: Path, config: dict[str, Any], model: nn.Module,
-                             family: str) -> None:
+                             family: str, search: dict[str, Any] | None = None) -> None:
     """generate()'s defaults: the token ids, the model's length, and §6.1's beam of 4 for a
-    translator (HF's length penalty is its own, |Y|^alpha, not aiayn's GNMT default)."""
+    translator (HF's length penalty is its own, |Y|^alpha, not aiayn's GNMT default); an
+    imported translator's own search (meta "generation", `search`) as it came."""
     generation = {k: config[k] for k in ("bos_token_id", "eos_token_id", "pad_token_id",
                                           "decoder_start_token_id", "forced_bos_token_id",
                                           "forced_eos_token_id")
@@ -126,7 +129,26 @@ def _write_generation_config(out: Path, config: dict[str, Any], model: nn.Module
     generation["max_length"] = getattr(model.config, "max_len", 1024)
     if family == TRANSLATION:
         generation["num_beams"] = 4
+    if family == TRANSLATION and search:
+        generation.update(_hf_search(search))
     atomic_write_text(out / "generation_config.json", json.dumps(generation, indent=2) + "\n")
+
+
+def _hf_search(search: dict[str, Any]) -> dict[str, Any]:
+    """aiayn's search settings (an imported model's meta "generation") as generation_config.json
+    keys: the inverse of convert/hf_marian.py's and hf_bart.py's generation_from_hf."""
+    stopping = {"first_k": True, "current_length": False, "exact": "never"}
+    out: dict[str, Any] = {"num_beams": search["beam"],
+                           "early_stopping": stopping[search["early_stopping"]]}
+    if search.get("length_penalty") == "avg":  # HF's |Y|^alpha (GNMT's it has not)
+        out["length_penalty"] = search["alpha"]
+    if search.get("no_repeat_ngram_size"):
+        out["no_repeat_ngram_size"] = search["no_repeat_ngram_size"]
+    if search.get("min_length"):  # HF counts the decoder's start
+        out["min_length"] = search["min_length"] + 1
+    if search.get("max_new_tokens") is not None:  # ... and </s>
+        out["max_length"] = search["max_new_tokens"] + 2
+    return out
 
 
 def _tokenizer_text(folder: Path, meta: dict[str, Any], ids: dict[str, Any], model: nn.Module,

@@ -235,6 +235,13 @@ class Translator:
             ids = [self.special["bos"], *ids]
         return ids + [self.special["eos"]] if self.meta.get("source_eos") else ids
 
+    def length_limits(self) -> dict[str, int | None]:
+        """The lengths an imported model's own search sets (meta "generation": BART's
+        min_length / max_length, in output tokens), as decode_ids takes them; none for others."""
+        folder = self.meta.get("generation") or {}
+        return {"min_length": folder.get("min_length", 0),
+                "max_new_tokens": folder.get("max_new_tokens")}
+
     def search_ids(self) -> dict[str, int | None]:
         """The decoder's first input, end and padding, and the token every output starts with
         (an imported BART's forced_bos_token_id, <s>), as decode_ids takes them."""
@@ -292,7 +299,8 @@ class Translator:
             warn(f"{len(long)} input sentence(s) longer than the model's {limit} positions are "
                  f"cut to {limit} tokens (the first: sentence {long[0] + 1})")
         out = decode_ids(self.model, ids, batch_size=batch_size, max_extra=max_extra,
-                         device=self.device, workers=workers, **opts, **self.search_ids())
+                         device=self.device, workers=workers, **opts, **self.search_ids(),
+                         **self.length_limits())
         return [self.tokenizer.decode(t) for t in out]
 
     @torch.no_grad()

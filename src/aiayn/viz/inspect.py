@@ -111,7 +111,8 @@ class Inspector:
         tr = self.obj
         src_ids = tr.encode_source(text)[: self.max_len]
         out_ids = decode_ids(tr.model, [src_ids], device=tr.device,
-                             **tr.search_options(beam=beam), **tr.search_ids())[0]
+                             **tr.search_options(beam=beam), **tr.search_ids(),
+                             **tr.length_limits())[0]
         out_ids = out_ids[: self.max_len - 1]
         src = torch.tensor([src_ids], device=tr.device)
         start = tr.special["decoder_start"]  # <s>; an imported BART's </s>
