@@ -310,3 +310,59 @@ def test_a_bart_folder_without_its_tokenizer_is_refused(hf_bart_folder, tmp_path
     assert err.count("\n") == 1 and "no tokenizer: a BART folder needs tokenizer.json or " \
         "vocab.json + merges.txt" in err, err
     assert not (tmp_path / "mt").exists()
+
+
+def test_an_imported_bart_is_a_translation_folder_for_every_command(hf_bart_folder, tmp_path,
+                                                                   capsys):
+    """translate, eval, viz attention and the explorer (serve) read it as any translation
+    folder, with BART's ids: the same translations everywhere, </s> the decoder's first input."""
+    from aiayn.viz.inspect import Inspector
+    from tests.builders import run
+
+    folder, sentences = hf_bart_folder
+    out = tmp_path / "mt"
+    assert main(["import", "hf-bart", str(folder), "--out", str(out)]) == 0
+    mt = aiayn.load(out)
+    expected = mt.translate(sentences[:3])
+    capsys.readouterr()
+    code, stdout, _ = run(capsys, "translate", "--model", out, "--workers", "1", *sentences[:3])
+    assert code == 0 and stdout == "".join(t + "\n" for t in expected)
+    (tmp_path / "src.txt").write_text("".join(s + "\n" for s in sentences[:3]))
+    (tmp_path / "ref.txt").write_text("".join(s + "\n" for s in sentences[:3]))
+    code, stdout, _ = run(capsys, "eval", "--model", out, "--src", tmp_path / "src.txt", "--ref",
+                          tmp_path / "ref.txt", "--json", "--workers", "1", "--hyp",
+                          tmp_path / "hyp.txt")
+    assert code == 0 and json.loads(stdout)["sentences"] == 3
+    assert (tmp_path / "hyp.txt").read_text() == "".join(t + "\n" for t in expected)
+    code, stdout, _ = run(capsys, "viz", "attention", "--model", out, sentences[1], "--out",
+                          tmp_path / "figures")
+    assert code == 0 and f"output: {expected[1]}" in stdout
+    seen = Inspector.load(out).run(sentences[1])
+    assert seen.output == expected[1] and seen.labels["target"][0] == "</s>"
+    assert seen.labels["source"][0] == "<s>" and seen.labels["source"][-1] == "</s>"
+
+
+def test_a_translator_trained_from_the_bart_tiny_preset_exports_as_a_bart(tmp_path):
+    """`aiayn train` with BART's options (dropout on attention and the FFN's hidden units too),
+    then `aiayn export hf`: the same logits in transformers."""
+    import yaml
+
+    from tests.builders import write_config
+
+    config = write_config(tmp_path)
+    settings = yaml.safe_load(config.read_text())
+    settings["model"] = {"preset": "bart-tiny", "d_model": 16, "n_heads": 2, "d_ff": 32,
+                         "max_len": 64}
+    config.write_text(yaml.safe_dump(settings))
+    assert main(["train", str(config)]) == 0
+    mt = aiayn.load(tmp_path / "model")
+    assert mt.model.config.activation_dropout == 0.1 and mt.model.config.embedding_norm
+    assert main(["export", "hf", "--model", str(tmp_path / "model"), "--out",
+                 str(tmp_path / "hf")]) == 0
+    hf, hf_tok = _hf(tmp_path / "hf")
+    src = torch.tensor([mt.encode_source("3 1 4")])
+    assert hf_tok("3 1 4")["input_ids"] == src[0].tolist()
+    tgt_in = torch.tensor([[1, *mt.tokenizer.encode("drei eins")]])  # aiayn's <s> starts it
+    with torch.no_grad():
+        ours, theirs = mt.model(src, tgt_in), hf(input_ids=src, decoder_input_ids=tgt_in).logits
+    assert (ours - theirs).abs().max() <= 1e-4 and ours.std() > 0.1
