@@ -236,6 +236,29 @@ def test_min_length_and_max_length_are_honoured_as_generate_honours_them(hf_bart
     assert ended >= 3 and capped >= 1
 
 
+def test_the_weights_of_a_bart_model_without_its_head_import_too(hf_bart_folder, tmp_path):
+    """facebook/bart-base is a BartModel: its weights have no "model." prefix and no
+    final_logits_bias (zeros, as transformers reads them)."""
+    from safetensors.torch import load_file, save_file
+
+    folder, sentences = hf_bart_folder
+    bare = tmp_path / "bartmodel"
+    shutil.copytree(folder, bare)
+    state = load_file(str(folder / "model.safetensors"))
+    save_file({k.removeprefix("model."): v for k, v in state.items()
+               if k.startswith("model.")}, str(bare / "model.safetensors"))
+    assert main(["import", "hf-bart", str(bare), "--out", str(tmp_path / "mt")]) == 0
+    mt = aiayn.load(tmp_path / "mt")
+    hf = transformers.BartModel.from_pretrained(folder).eval()
+    src = torch.tensor([mt.encode_source(sentences[0])])
+    tgt_in = torch.tensor([[EOS, 0, 9]])
+    with torch.no_grad():
+        hidden = hf(input_ids=src, decoder_input_ids=tgt_in).last_hidden_state
+        expected = hidden @ hf.shared.weight.T  # the tied head, no bias
+        assert (mt.model(src, tgt_in) - expected).abs().max() <= 1e-4
+    assert not mt.model.output.bias.any()
+
+
 def test_the_tokenizer_of_vocab_json_and_merges_txt_alone_is_bart_s(hf_bart_folder, tmp_path):
     """BartTokenizer's original files (no tokenizer.json): the same ids, </s> and <mask> kept
     whole, the same text back."""

@@ -158,7 +158,12 @@ def config_from_hf(c: dict[str, Any], where: str) -> TransformerConfig:
 
 def from_hf_state_dict(state: dict[str, Tensor], config: TransformerConfig,
                        where: str) -> dict[str, Tensor]:
-    """BART weights -> aiayn's names (the inverse of to_hf_state_dict)."""
+    """BART weights -> aiayn's names (the inverse of to_hf_state_dict). A BartModel's weights
+    (facebook/bart-base's: no "model." prefix, no final_logits_bias) read as well."""
+    if not any(k.startswith("model.") for k in state):
+        state = {k if k in ("final_logits_bias", "lm_head.weight") else f"model.{k}": v
+                 for k, v in state.items()}
+
     def get(name: str) -> Tensor:
         if name not in state:
             raise UserError(f"{where}: the weights have no {name!r} (not a "
