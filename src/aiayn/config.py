@@ -22,6 +22,7 @@ from aiayn.presets import DECODER_LM_PRESETS, ENCODER_PRESETS, TRANSFORMER_PRESE
 
 ACTIVATIONS = ("relu", "gelu", "gelu_tanh", "silu")
 POSITIONS = ("sinusoidal", "learned", "none")
+NORMS = ("layer_norm", "rms_norm")  # nn/norm.py
 
 C = TypeVar("C", bound="BlockConfig")
 
@@ -139,7 +140,8 @@ class BlockConfig(Config):
         for name in ("d_model", "n_heads", "d_ff"):
             if getattr(self, name) <= 0:
                 _fail(name, getattr(self, name), "must be a positive integer")
-        if self.d_model % self.n_heads:
+        # (TransformerConfig.head_dim, when set, gives the heads their own width instead)
+        if self.d_model % self.n_heads and getattr(self, "head_dim", None) is None:
             _fail("d_model", self.d_model, f"must be divisible by n_heads={self.n_heads}")
         for name in ("dropout", "attn_dropout", "activation_dropout"):
             p = getattr(self, name)
@@ -209,6 +211,37 @@ class TransformerConfig(BlockConfig):
     # Not in the paper (§3.4's pre-softmax linear has no bias): BART adds final_logits_bias.
     output_bias: bool = field(default=False, metadata={
         "help": "a bias on the pre-softmax linear (BART's final_logits_bias)"})
+    # T5's options (Raffel et al. 2020; the "t5-*" presets), all off by default. §3.5 adds
+    # absolute positions to the embeddings; T5 adds none (positions="none") and instead biases
+    # every self-attention score by a learned scalar per head and bucket of the key's offset from
+    # the query (nn/relative_position.py). Cross-attention gets none.
+    relative_attention_num_buckets: int = field(default=0, metadata={
+        "help": "T5's relative position bias on self-attention: buckets of key-query offsets "
+                "(T5: 32); 0 = none (§3.5's absolute positions only)"})
+    relative_attention_max_distance: int = field(default=128, metadata={
+        "help": "offsets this far or further share the last bucket (T5: 128)"})
+    # §3.1: LayerNorm. T5: RMSNorm (no mean subtraction, no bias; its "T5LayerNorm").
+    norm: str = field(default="layer_norm", metadata={
+        "help": "§3.1 layer_norm, or rms_norm (T5: no mean subtraction, no bias)"})
+    # §3.2.1 divides the scores by sqrt(d_k); T5 does not (it folds the factor into the
+    # initialisation of the query projection).
+    scale_attention: bool = field(default=True, metadata={
+        "help": "§3.2.1: attention scores divided by sqrt(d_k); T5: false"})
+    # §3.3: FFN(x) = max(0, xW1 + b1)W2 + b2. T5 v1.1: GEGLU (Shazeer 2020), act(xW1) * xW3.
+    gated_ffn: bool = field(default=False, metadata={
+        "help": "feed-forward (act(xW1) * xW3)W2, the activation gating a second linear map "
+                "(T5 v1.1's gated-gelu); §3.3: false"})
+    # §3.4 ties the pre-softmax linear to the target embeddings; T5 v1.1 does not.
+    tie_output: bool = field(default=True, metadata={
+        "help": "§3.4: the pre-softmax linear shares the target embedding matrix (T5 v1.1: no)"})
+    # T5 v1.0 ties as §3.4 does, but scales the decoder's output by d_model^-0.5 before the
+    # tied projection instead of the embeddings by sqrt(d_model) (scale_embeddings=false).
+    scale_output: bool = field(default=False, metadata={
+        "help": "decoder output times d_model^-0.5 before the pre-softmax linear (T5 v1.0)"})
+    # §3.2.2: d_k = d_v = d_model / h. T5 v1.1-small (and FLAN-T5-small) has 6 heads of 64 in
+    # d_model 512 (its d_kv).
+    head_dim: int | None = field(default=None, metadata={
+        "help": "d_k = d_v of each head; None: d_model / n_heads (§3.2.2); T5's d_kv"})
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -238,6 +271,24 @@ class TransformerConfig(BlockConfig):
         if self.position_offset and self.positions != "learned":
             _fail("position_offset", self.position_offset,
                   f"offsets a learned table; positions={self.positions!r} has none")
+        self._check_t5_options()
+
+    def _check_t5_options(self) -> None:
+        buckets, distance = self.relative_attention_num_buckets, self.relative_attention_max_distance
+        if buckets < 0 or 0 < buckets < 4:  # the encoder's half for each direction needs 2+
+            _fail("relative_attention_num_buckets", buckets, "must be 0 (none) or at least 4")
+        if buckets and distance <= buckets // 2:  # beyond the exact buckets (nn/relative_position)
+            _fail("relative_attention_max_distance", distance,
+                  f"must exceed relative_attention_num_buckets / 2 = {buckets // 2}")
+        if self.norm not in NORMS:
+            _fail("norm", self.norm, f"must be one of {', '.join(NORMS)}")
+        if self.head_dim is not None and self.head_dim <= 0:
+            _fail("head_dim", self.head_dim, "must be a positive integer (or None)")
+
+    @property
+    def d_k(self) -> int:
+        """Each head's width d_k = d_v (§3.2.2: d_model / h, unless head_dim says otherwise)."""
+        return self.d_model // self.n_heads if self.head_dim is None else self.head_dim
 
     @property
     def target_vocab_size(self) -> int:

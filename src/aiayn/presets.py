@@ -14,6 +14,15 @@ _BART = dict(positions="learned", position_offset=2, embedding_norm=True, activa
              scale_embeddings=False, output_bias=True, share_embeddings=True, norm_first=False,
              dropout=0.1, attn_dropout=0.1, activation_dropout=0.1)
 
+# T5's options of the encoder-decoder (Raffel et al. 2020; TransformerConfig's help says what
+# each one does): no absolute positions but a relative position bias, pre-norm RMSNorm with a
+# final norm per stack, no biases, no 1/sqrt(d_k), no embedding scale; v1.0's ReLU and tied
+# output scaled by d_model^-0.5.
+_T5 = dict(positions="none", relative_attention_num_buckets=32, relative_attention_max_distance=128,
+           norm="rms_norm", norm_first=True, final_norm=True, bias=False, scale_attention=False,
+           scale_embeddings=False, scale_output=True, share_embeddings=True, layer_norm_eps=1e-6,
+           activation="relu", dropout=0.1)
+
 # The paper's Table 3 rows, and CPU-sized variants. Presets are data: a dict of overrides.
 TRANSFORMER_PRESETS: dict[str, dict[str, Any]] = {
     # Table 3 "base": N=6, d_model 512, d_ff 2048, h 8, P_drop 0.1, 65M parameters.
@@ -33,6 +42,13 @@ TRANSFORMER_PRESETS: dict[str, dict[str, Any]] = {
     # CPU-sized BART shape: trains in minutes on 2 cores.
     "bart-tiny": dict(_BART, d_model=128, n_heads=4, d_ff=512, n_layers=2, vocab_size=8000,
                       max_len=256),
+    # T5 v1.0 "t5-small" (google-t5/t5-small): 6+6 layers, d_model 512, 8 heads, d_ff 2048,
+    # 60M parameters.
+    "t5-small": dict(_T5, d_model=512, n_heads=8, d_ff=2048, n_layers=6, vocab_size=32128,
+                     max_len=512),
+    # CPU-sized T5 v1.0 (the shape of google/t5-efficient-tiny: 4+4 layers, d_model 256).
+    "t5-tiny": dict(_T5, d_model=256, n_heads=4, d_ff=1024, n_layers=4, vocab_size=8000,
+                    max_len=256),
 }
 
 

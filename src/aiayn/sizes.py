@@ -35,10 +35,13 @@ def estimate_parameters(config: Any) -> int:
     """
     d, d_ff = int(getattr(config, "d_model", 0)), int(getattr(config, "d_ff", 0))
     enc, dec = _stacks(config)
-    per_layer = 4 * d * d + 2 * d * d_ff
-    total = enc * per_layer + dec * (per_layer + 4 * d * d)
+    # heads of their own width (T5's d_kv); a gated feed-forward (T5 v1.1) has a third matrix
+    head_dim = getattr(config, "head_dim", None)
+    d_attn = int(getattr(config, "n_heads", 1)) * int(head_dim) if head_dim else d
+    per_layer = 4 * d * d_attn + (3 if getattr(config, "gated_ffn", False) else 2) * d * d_ff
+    total = enc * per_layer + dec * (per_layer + 4 * d * d_attn)
     vocab = int(getattr(config, "vocab_size", 0) or 0) + int(getattr(config, "tgt_vocab_size", 0) or 0)
-    total += vocab * d
+    total += vocab * d * (1 if getattr(config, "tie_output", True) else 2)  # T5 v1.1: untied
     total += int(getattr(config, "max_len", 0) or 0) * d
     total += int(getattr(config, "type_vocab_size", 0) or 0) * d
     if hasattr(config, "patch_size"):

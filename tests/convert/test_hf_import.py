@@ -12,6 +12,7 @@ from aiayn import sizes
 from tests.builders import run
 from tests.convert.test_hf_bart import hf_bart_folder  # noqa: F401 (a fixture)
 from tests.convert.test_hf_export import hf_gpt2_folder, opus_mt_folder  # noqa: F401 (fixtures)
+from tests.convert.test_hf_t5 import hf_t5_v10_folder  # noqa: F401 (a fixture)
 
 transformers = pytest.importorskip("transformers")
 
@@ -41,6 +42,7 @@ def hf_vit_folder(tmp_path_factory):
 KINDS = {"hf-gpt2": ("hf_gpt2_folder", "n_embd", "resid_pdrop"),
          "hf-marian": ("opus_mt_folder", "d_model", "dropout"),
          "hf-bart": ("hf_bart_folder", "d_model", "activation_dropout"),
+         "hf-t5": ("hf_t5_v10_folder", "d_model", "dropout_rate"),
          "hf-bert": ("hf_bert_folder", "hidden_size", "hidden_dropout_prob"),
          "hf-vit": ("hf_vit_folder", "hidden_size", "hidden_dropout_prob")}
 
@@ -95,7 +97,9 @@ def test_a_width_too_large_for_the_memory_is_refused_before_allocating(request, 
     """d_model 2**20 (terabytes of weights): the memory check of a native folder, on the
     typed config the importer translated, before the model is made."""
     key = KINDS[kind][1]
-    crafted = _crafted(request, kind, tmp_path, **{key: 2**20})
+    # T5's heads have a width of their own (d_kv): here d_model / num_heads, as in t5-small
+    heads = {"d_kv": 2**20 // 4, "num_heads": 4} if kind == "hf-t5" else {}
+    crafted = _crafted(request, kind, tmp_path, **{key: 2**20}, **heads)
     err = _refused(capsys, kind, crafted, tmp_path)
     assert f"{crafted / 'config.json'}: about " in err and "parameters need" in err, err
     assert sizes.SKIP_ENV in err
@@ -119,6 +123,10 @@ def _converted(kind: str, values: dict):
 
     if kind == "Marian":
         return hf_marian.config_from_hf({**values, "model_type": "marian"}, 10, "config.json")
+    if kind == "T5":
+        from aiayn.convert import hf_t5
+
+        return hf_t5.config_from_hf({**values, "model_type": "t5"}, 10, "config.json")
     if kind == "BART":
         return hf_bart.config_from_hf({**values, "model_type": "bart"}, "config.json")
     return {"GPT-2": hf_gpt2, "BERT": hf_bert, "ViT": hf_vit}[kind].config_from_hf(values)

@@ -26,7 +26,12 @@ IDS = dict(bos_id=BOS, eos_id=EOS, pad_id=PAD)
 BART = dict(positions="learned", position_offset=2, embedding_norm=True, output_bias=True,
             activation="gelu", scale_embeddings=False, pad_id=1)
 BART_IDS = dict(bos_id=EOS, eos_id=EOS, pad_id=1)
-FAMILIES = pytest.mark.parametrize("kw, ids", [({}, IDS), (BART, BART_IDS)], ids=["paper", "bart"])
+# T5's options (v1.1: relative position bias, RMSNorm, gated GELU, untied output); aiayn's ids
+T5 = dict(positions="none", relative_attention_num_buckets=8, relative_attention_max_distance=12,
+          norm="rms_norm", norm_first=True, bias=False, scale_attention=False,
+          scale_embeddings=False, tie_output=False, gated_ffn=True, activation="gelu_tanh")
+FAMILIES = pytest.mark.parametrize("kw, ids", [({}, IDS), (BART, BART_IDS), (T5, IDS)],
+                                   ids=["paper", "bart", "t5"])
 
 
 class ScriptedCache:

@@ -10,6 +10,15 @@ PAD = 0
 # BART's options (learned positions from row 2, embedding LayerNorm, GELU, output bias)
 BART = dict(positions="learned", position_offset=2, embedding_norm=True, output_bias=True,
             activation="gelu", scale_embeddings=False)
+# T5's options: no absolute positions but a relative position bias (8 buckets: the log-spaced
+# ones are reached within these short sequences), pre-norm RMSNorm, no biases, no 1/sqrt(d_k);
+# v1.0: ReLU, tied output scaled by d_model^-0.5; v1.1: gated GELU, untied output.
+T5 = dict(positions="none", relative_attention_num_buckets=8, relative_attention_max_distance=12,
+          norm="rms_norm", norm_first=True, bias=False, scale_attention=False,
+          scale_embeddings=False, scale_output=True)
+# (v1.1 here also with heads narrower than d_model / n_heads, as t5-v1_1-small's: head_dim)
+T5_V11 = dict(T5, scale_output=False, tie_output=False, gated_ffn=True, activation="gelu_tanh",
+              head_dim=4)
 
 
 def _tiny(**kw) -> Transformer:
@@ -77,7 +86,7 @@ def test_equals_torch_nn_transformer_with_copied_weights():
     assert (memory[~src_pad] - expected_memory[~src_pad]).abs().max() <= 1e-4
 
 
-@pytest.mark.parametrize("kw", [{}, BART], ids=["paper", "bart"])
+@pytest.mark.parametrize("kw", [{}, BART, T5], ids=["paper", "bart", "t5"])
 def test_causality_later_targets_do_not_change_earlier_outputs(kw):
     model = _tiny(**kw)
     src = torch.randint(4, 50, (2, 6))
@@ -91,7 +100,7 @@ def test_causality_later_targets_do_not_change_earlier_outputs(kw):
     assert (a[:, t + 1:] - b[:, t + 1:]).abs().max() > 1e-4
 
 
-@pytest.mark.parametrize("kw", [{}, BART], ids=["paper", "bart"])
+@pytest.mark.parametrize("kw", [{}, BART, T5], ids=["paper", "bart", "t5"])
 def test_padded_source_positions_change_nothing(kw):
     model = _tiny(**kw)
     src = torch.randint(4, 50, (2, 6))
@@ -104,7 +113,8 @@ def test_padded_source_positions_change_nothing(kw):
     assert (a - b).abs().max() <= 1e-5
 
 
-@pytest.mark.parametrize("kw", [{}, {"norm_first": True}, {"positions": "learned"}, BART])
+@pytest.mark.parametrize("kw", [{}, {"norm_first": True}, {"positions": "learned"}, BART, T5,
+                                T5_V11])
 def test_incremental_decoding_with_cache_equals_recompute(kw):
     model = _tiny(**kw)
     src = torch.randint(4, 50, (3, 6))
@@ -266,3 +276,38 @@ def test_a_position_offset_needs_a_learned_table():
         TransformerConfig(position_offset=2)
     with pytest.raises(ValueError, match="position_offset=-1"):
         TransformerConfig(positions="learned", position_offset=-1)
+
+
+@pytest.mark.parametrize("kw", [T5, T5_V11], ids=["v1.0", "v1.1"])
+def test_t5_options_build_t5s_block(kw):
+    """T5: RMSNorm everywhere (no biases), a relative bias table per stack and none in the
+    layers, unscaled attention, a final norm per stack; v1.1 a gated FFN and its own output."""
+    model = _tiny(**kw)
+    names = dict(model.named_parameters())
+    assert not any(n.endswith(".bias") for n in names)
+    assert names["encoder.relative_bias.weight"].shape == (8, model.config.n_heads)
+    assert names["decoder.relative_bias.weight"].shape == (8, model.config.n_heads)
+    assert sum("relative_bias" in n for n in names) == 2
+    assert model.config.final_norm and model.encoder.norm is not None
+    assert all(m.scale == 1.0 for m in model.modules() if hasattr(m, "scale") and
+               type(m).__name__ == "MultiHeadAttention")
+    attn = model.encoder.layers[0].self_attn  # T5 folds 1/sqrt(d_k) into the query's init
+    d_k = model.config.d_k
+    assert attn.q_proj.weight.shape == (model.config.n_heads * d_k, model.config.d_model)
+    ratio = attn.q_proj.weight.detach().std() / attn.k_proj.weight.detach().std()
+    assert abs(float(ratio) - d_k ** -0.5) < 0.15
+    gated = kw.get("gated_ffn", False)
+    assert (model.decoder.layers[0].ffn.w3 is not None) == gated
+    assert (model.output.weight is model.tgt_embed.tokens.weight) == (not gated)
+
+
+def test_t5_relative_bias_makes_the_encoder_order_aware_without_positions():
+    """positions="none" alone: permuting the source permutes the encoder's output (no notion
+    of order); with T5's relative bias it does not."""
+    src = torch.randint(4, 50, (1, 6))
+    perm = torch.tensor([3, 1, 5, 0, 2, 4])
+    for kw, order_aware in (({"positions": "none"}, False), (T5, True)):
+        model = _tiny(**kw)
+        with torch.no_grad():
+            a, b = model.encode(src)[:, perm], model.encode(src[:, perm])
+        assert ((a - b).abs().max() > 1e-4) == order_aware

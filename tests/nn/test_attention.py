@@ -336,3 +336,61 @@ def test_short_sequence_matmul_path_keeps_float64():
     ref, _ = scaled_dot_product_attention(q, k, v, mask)
     assert out.dtype == torch.float64
     torch.testing.assert_close(out, ref, rtol=1e-13, atol=1e-13)
+
+
+@pytest.mark.parametrize("t", [1, 6, 130])  # decoding, the CPU's matmul path, its fused kernel
+@pytest.mark.parametrize("kind", ["none", "padding", "causal_hint"])
+@pytest.mark.parametrize("scale", [None, 1.0])  # §3.2.1's 1/sqrt(d_k), or T5's none
+def test_an_additive_bias_gives_the_references_numbers_on_every_path(t, kind, scale):
+    """T5's relative position bias: a float (1, H, T_q, T_k) added to the scores. Every path of
+    the fast attention (with autograd on: training) equals the reference, outputs and
+    gradients; a query with no allowed key still gets zeros and finite gradients."""
+    from aiayn.nn.attention import _fast_attention
+
+    g = torch.Generator().manual_seed(0)
+    base = [torch.randn(2, 3, t, 8, generator=g) for _ in range(3)]
+    bias = torch.randn(1, 3, t, t, generator=g) * 3
+    mask = None
+    if kind == "padding":
+        keys = torch.ones(2, t, dtype=torch.long)
+        keys[1, (t + 1) // 2:] = 0
+        mask = padding_mask(keys, 0).expand(2, 1, t, t).clone()
+        mask[0, 0, 0] = False  # a query with no key
+    results = []
+    for fast in (True, False):
+        q, k, v = (x.clone().requires_grad_() for x in base)
+        b = bias.clone().requires_grad_()
+        if fast:
+            out = _fast_attention(q, k, v, mask, 0.0, kind == "causal_hint", b, scale)
+        else:
+            full = causal_mask(t) if kind == "causal_hint" else mask
+            out, _ = scaled_dot_product_attention(q, k, v, full, bias=b, scale=scale)
+        out.backward(torch.ones_like(out))
+        results.append([out, q.grad, k.grad, v.grad, b.grad])
+    for a, b in zip(*results, strict=True):
+        assert torch.isfinite(a).all()
+        torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-4)
+    if kind == "padding":
+        assert results[0][0][0, :, 0].abs().max() == 0
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+def test_a_bias_with_an_empty_row_gives_zeros_not_nan_in_every_dtype(dtype):
+    mha = MultiHeadAttention(16, 2, scale=False).to(dtype).eval()
+    x = torch.randn(2, 4, 16).to(dtype)
+    mask = torch.ones(2, 1, 4, 4, dtype=torch.bool)
+    mask[1, 0, 3] = False
+    bias = (torch.randn(1, 2, 4, 4) * 100).to(dtype)  # large: overflow would show here
+    for return_attn in (False, True):
+        out = mha(x, x, x, mask, return_attn=return_attn, bias=bias)
+        out = out[0] if return_attn else out
+        assert not torch.isnan(out).any()
+        assert torch.allclose(out[1, 3].float(), mha.out_proj.bias.float(), atol=1e-2)
+
+
+def test_unscaled_attention_leaves_out_sqrt_dk():
+    """T5 (scale=False): softmax(Q K^T + bias), no 1/sqrt(d_k)."""
+    q, k = torch.tensor([[1.0, 0.0]]), torch.eye(2)
+    bias = torch.tensor([[0.5, -0.5]])
+    _, w = scaled_dot_product_attention(q, k, torch.zeros(2, 1), bias=bias, scale=1.0)
+    assert torch.allclose(w[0], torch.softmax(torch.tensor([1.5, -0.5]), dim=0))

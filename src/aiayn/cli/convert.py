@@ -25,7 +25,8 @@ def register(sub) -> None:
     kinds = exp.add_subparsers(dest="export_kind", metavar="KIND")
     hf = kinds.add_parser("hf", help="Hugging Face transformers folder (config.json, "
                           "model.safetensors, tokenizer): a translation model -> MarianMTModel "
-                          "(BartForConditionalGeneration when BART-shaped), a "
+                          "(BartForConditionalGeneration when BART-shaped, "
+                          "T5ForConditionalGeneration when T5-shaped), a "
                           "GPT-2-shaped language model -> GPT2LMHeadModel, a ViT -> "
                           "ViTForImageClassification, an encoder -> BERT")
     hf.add_argument("--model", required=True, metavar="DIR", help="aiayn model folder")
@@ -81,6 +82,12 @@ def _import_bart(args: argparse.Namespace) -> int:
     return _imported_translator(args, import_hf_bart(args.folder, args.out).model)
 
 
+def _import_t5(args: argparse.Namespace) -> int:
+    from aiayn.tasks.translation import import_hf_t5
+
+    return _imported_translator(args, import_hf_t5(args.folder, args.out).model)
+
+
 def _imported_translator(args: argparse.Namespace, model) -> int:
     cfg = model.config
     print(f"imported {args.folder}: {model.num_parameters():,} parameters "
@@ -104,6 +111,8 @@ IMPORTERS = {
                   "source.spm or tokenizer.json) -> translation model", _import_marian),
     "hf-bart": ("BART folder (transformers BartForConditionalGeneration, with tokenizer.json or "
                 "vocab.json + merges.txt) -> translation model", _import_bart),
+    "hf-t5": ("T5 folder (transformers T5ForConditionalGeneration, v1.0 or v1.1, with "
+              "tokenizer.json or spiece.model) -> translation model", _import_t5),
     "hf-bert": ("BERT-architecture folder (e.g. all-MiniLM-L6-v2) -> encoder model", _import_bert),
     "hf-vit": ("ViT folder (transformers ViTModel / ViTForImageClassification) -> vit model",
                _import_vit),

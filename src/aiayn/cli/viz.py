@@ -1,9 +1,10 @@
-"""`aiayn viz attention | positions | masks | curves`: figures as PNG and/or SVG files.
+"""`aiayn viz attention | positions | relative-bias | masks | curves`: figures as PNG and/or SVG files.
 
     aiayn viz attention --model DIR "March 5, 2024"      a page per (kind, layer), one panel per head
     aiayn viz attention --model DIR "..." --layer 2 --head 3
     aiayn viz attention --model VIT_DIR digit.png         ViT: [CLS] + patches, and [CLS] on the image
     aiayn viz positions --d-model 64 --max-len 100       the §3.5 sinusoidal encoding
+    aiayn viz relative-bias --model T5_DIR               T5's learned relative position bias
     aiayn viz masks                                      the causal mask, bidirectional vs causal
     aiayn viz curves --model DIR                         losses, learning rate, BLEU / accuracy
 
@@ -49,6 +50,14 @@ def register(sub) -> None:
     p.add_argument("--max-len", type=int, default=100)
     _common(p, "positions")
     p.set_defaults(func=run_positions)
+
+    p = kinds.add_parser("relative-bias", help="T5's learned relative position bias of a model "
+                         "folder: per bucket and head, and by key-query offset")
+    p.add_argument("--model", required=True, help="model folder (a T5-shaped translation model)")
+    p.add_argument("--max-offset", type=non_negative_int, default=None,
+                   help="offsets shown on each side (default: max_distance + 8)")
+    _common(p, "relative-bias")
+    p.set_defaults(func=run_relative_bias)
 
     p = kinds.add_parser("masks", help="the causal mask; bidirectional vs causal attention")
     p.add_argument("--tokens", help="space-separated tokens for the axes (default: a sample)")
@@ -116,6 +125,16 @@ def run_positions(args) -> int:
     check_count("--max-len", args.max_len, (args.max_len + args.d_model) * FIGURE_CELL_BYTES,
                 f"the figure's tables (d_model {args.d_model})")
     return _save(args, [(args.name, plot_positions(args.d_model, args.max_len))])
+
+
+def run_relative_bias(args) -> int:
+    from aiayn.folder import load_model
+    from aiayn.sizes import check_count
+    from aiayn.viz.relative_position import plot_relative_bias
+    if args.max_offset is not None:
+        check_count("--max-offset", args.max_offset, 64 * FIGURE_CELL_BYTES, "a bias curve")
+    model, _ = load_model(args.model)
+    return _save(args, [(args.name, plot_relative_bias(model, args.max_offset))])
 
 
 def run_masks(args) -> int:

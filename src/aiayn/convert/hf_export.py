@@ -10,6 +10,7 @@ have is refused with the option named; nothing approximate is written.
 
     transformer (translation)  -> MarianMTModel               (convert/hf_marian.py)
       BART-shaped              -> BartForConditionalGeneration (convert/hf_bart.py)
+      T5-shaped                -> T5ForConditionalGeneration  (convert/hf_t5.py)
     decoder_lm (GPT-2-shaped)  -> GPT2LMHeadModel             (convert/hf_gpt2.py)
     vit (with a head)          -> ViTForImageClassification   (convert/hf_vit.py)
     encoder (BERT-shaped)      -> BertForSequenceClassification, BertForMaskedLM or BertModel
@@ -50,6 +51,10 @@ def _marian(model: nn.Module, meta: dict[str, Any]) -> tuple[dict[str, Any], dic
 
     if hf_bart.is_bart(model.config):  # BART's options: a BartForConditionalGeneration
         return hf_bart.config_to_hf(model.config), hf_bart.to_hf_state_dict(model)
+    from aiayn.convert import hf_t5
+
+    if hf_t5.is_t5(model.config):  # T5's relative positions: a T5ForConditionalGeneration
+        return hf_t5.config_to_hf(model.config), hf_t5.to_hf_state_dict(model)
     return config_to_hf(model.config), to_hf_state_dict(model)
 
 

@@ -43,7 +43,9 @@ from aiayn.sizes import check_fits
 
 # TransformerConfig option -> Marian's value
 _MARIAN_SHAPE = {"norm_first": False, "final_norm": False, "positions": "sinusoidal",
-                 "share_embeddings": True, "bias": True, "layer_norm_eps": 1e-5}
+                 "share_embeddings": True, "bias": True, "layer_norm_eps": 1e-5,
+                 "norm": "layer_norm", "scale_attention": True, "gated_ffn": False,
+                 "tie_output": True, "scale_output": False, "head_dim": None}
 
 
 def config_to_hf(config: TransformerConfig) -> dict[str, Any]:

@@ -48,8 +48,10 @@ class Transformer(nn.Module):
         self._init_weights()
         # §3.4: the pre-softmax linear transformation shares the target embedding matrix.
         # (Departure: the paper shares all three only for its joint BPE vocabulary; with a
-        # separate target vocabulary we still tie target embedding <-> projection.)
-        self.output.weight = tgt_tokens.weight
+        # separate target vocabulary we still tie target embedding <-> projection.) T5 v1.1
+        # unties them (tie_output=False).
+        if cfg.tie_output:
+            self.output.weight = tgt_tokens.weight
 
     def _embedding_norm(self) -> nn.LayerNorm | None:
         """BART's LayerNorm on each stack's embedding sum (not in the paper), when configured."""
@@ -72,7 +74,12 @@ class Transformer(nn.Module):
                 continue  # nn.Linear.reset_parameters, run when the layer was built
             if p.dim() > 1 and "embed" not in name:
                 qkv = name.endswith(("q_proj.weight", "k_proj.weight", "v_proj.weight"))
-                nn.init.xavier_uniform_(p, gain=2 ** -0.5 if qkv else 1.0)
+                gain = 2 ** -0.5 if qkv else 1.0
+                if name.endswith("q_proj.weight") and not self.config.scale_attention:
+                    # T5 leaves §3.2.1's 1/sqrt(d_k) out of attention and folds it into the
+                    # initialisation of the query projection; so does this.
+                    gain *= self.config.d_k ** -0.5
+                nn.init.xavier_uniform_(p, gain=gain)
             elif name.endswith(".bias"):
                 nn.init.zeros_(p)
 
@@ -106,6 +113,8 @@ class Transformer(nn.Module):
         x = self.tgt_embed(tgt, offset)
         out = self.decoder(x, memory, None, src_mask, cache, return_attn)
         h, attn = out if return_attn else (out, None)
+        if self.config.scale_output:  # T5 v1.0: d_model^-0.5 here, no sqrt(d_model) on inputs
+            h = h * self.config.d_model ** -0.5
         logits = self.output(h if select is None else h[select])
         return (logits, attn) if return_attn else logits
 

@@ -5,6 +5,8 @@ Shape legend:
     T_q  query positions  T_k key positions    D   d_model
 Masks are boolean, broadcastable to (B, H, T_q, T_k); True at (i, j) = query i may attend to key j.
 A query row with no allowed key yields zeros (never NaN) in every dtype.
+A bias (T5's relative positions, nn/relative_position.py) is a float tensor broadcastable to
+(B, H, T_q, T_k), added to the scores before the mask is applied; it is not a mask.
 """
 
 from __future__ import annotations
@@ -23,16 +25,20 @@ from aiayn.nn.dropout import dropout
 
 
 def scaled_dot_product_attention(
-    q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None, dropout_p: float = 0.0
+    q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None, dropout_p: float = 0.0,
+    bias: Tensor | None = None, scale: float | None = None,
 ) -> tuple[Tensor, Tensor]:
-    """The explicit reference path: softmax(Q K^T / sqrt(d_k)) V, returning (out, weights).
+    """The explicit reference path: softmax(Q K^T / sqrt(d_k) + bias) V, returning (out, weights).
 
     q (..., T_q, Dh), k (..., T_k, Dh), v (..., T_k, Dv) -> out (..., T_q, Dv), weights (..., T_q, T_k).
-    Scores and softmax are computed in fp32 for bf16 / fp16 inputs (in float64 for float64),
-    then cast back.
+    `scale` replaces §3.2.1's 1/sqrt(d_k) when given (T5: 1.0). Scores and softmax are computed
+    in fp32 for bf16 / fp16 inputs (in float64 for float64), then cast back.
     """
     wide = torch.float64 if q.dtype == torch.float64 else torch.float32
-    scores = torch.matmul(q.to(wide), k.to(wide).transpose(-2, -1)) / math.sqrt(q.shape[-1])
+    scores = torch.matmul(q.to(wide), k.to(wide).transpose(-2, -1))
+    scores = scores / math.sqrt(q.shape[-1]) if scale is None else scores * scale
+    if bias is not None:
+        scores = scores + bias.to(wide)
     if mask is not None:
         # The dtype's lowest finite value, not -inf: a fully masked row stays finite (uniform), and
         # multiplying by the mask below zeroes it. Masked keys get exactly 0 weight.
@@ -68,18 +74,21 @@ def _use_matmul(q: Tensor, t_k: int, dropout_p: float) -> bool:
 
 
 def _fast_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, dropout_p: float,
-                    is_causal: bool) -> Tensor:
+                    is_causal: bool, bias: Tensor | None = None,
+                    scale: float | None = None) -> Tensor:
     """PyTorch's fused SDPA (flash / memory-efficient kernels), or on the CPU for short sequences
     two matmuls; the same numbers as the reference path either way."""
     t_q, t_k = q.shape[-2], k.shape[-2]
     if is_causal and mask is None and t_q > 1:
-        if t_q == t_k and not _use_matmul(q, t_k, dropout_p):  # the fused causal kernel
+        if t_q == t_k and bias is None and not _use_matmul(q, t_k, dropout_p):  # fused causal
             return _cpu_fp32(F.scaled_dot_product_attention, q, k, v, dropout_p=dropout_p,
-                             is_causal=True)
+                             is_causal=True, scale=scale)
         mask = causal_mask(t_q, t_k, device=q.device)
     if _use_matmul(q, t_k, dropout_p):
-        return _matmul_attention(q, k, v, mask, dropout_p)
-    out = _cpu_fp32(F.scaled_dot_product_attention, q, k, v, attn_mask=mask, dropout_p=dropout_p)
+        return _matmul_attention(q, k, v, mask, dropout_p, bias, scale)
+    attn_mask = mask if bias is None else _float_mask(bias, mask, q)
+    out = _cpu_fp32(F.scaled_dot_product_attention, q, k, v, attn_mask=attn_mask,
+                    dropout_p=dropout_p, scale=scale)
     if mask is not None:
         # Fused kernels give NaN (or garbage) for rows with no allowed key; the convention is zeros.
         has_key = mask.any(dim=-1, keepdim=True)
@@ -89,6 +98,18 @@ def _fast_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, dropou
         if torch.compiler.is_compiling() or mask.device.type != "cpu" or not bool(has_key.all()):
             out = out.masked_fill(~has_key, 0.0)
     return out
+
+
+def _float_mask(bias: Tensor, mask: Tensor | None, q: Tensor) -> Tensor:
+    """The additive float mask SDPA takes for a bias and a boolean mask: the bias where a key is
+    allowed, half the dtype's lowest finite value where not. Half, so that adding a score cannot
+    overflow to -inf: a row with no allowed key stays finite in the kernel (uniform weights, and
+    finite gradients), and is zeroed after it, as for a boolean mask. In the dtype the kernel
+    computes in: q's, or fp32 for a bf16 / fp16 q on the CPU (_cpu_fp32)."""
+    cpu_half = q.device.type == "cpu" and q.dtype in (torch.bfloat16, torch.float16)
+    dtype = torch.float32 if cpu_half else q.dtype
+    bias = bias.to(dtype)
+    return bias if mask is None else bias.masked_fill(~mask, torch.finfo(dtype).min / 2)
 
 
 def _cpu_fp32(sdpa, q: Tensor, k: Tensor, v: Tensor, **kwargs) -> Tensor:
@@ -127,16 +148,21 @@ def _ungroup(x: Tensor, group: int, t_q: int) -> Tensor:
 
 
 def _matmul_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None,
-                      dropout_p: float = 0.0) -> Tensor:
-    """softmax(Q K^T / sqrt(d_k)) V as two batched matmuls in q's dtype, the softmax in fp32 (or
-    in q's dtype when wider);
+                      dropout_p: float = 0.0, bias: Tensor | None = None,
+                      scale: float | None = None) -> Tensor:
+    """softmax(Q K^T / sqrt(d_k) + bias) V as two batched matmuls in q's dtype, the softmax in
+    fp32 (or in q's dtype when wider);
     a query with no allowed key gets zeros, as everywhere."""
     *lead, t_q, d = q.shape
     t_k = k.shape[-2]
-    scores = torch.bmm(q.reshape(-1, t_q, d) * (1.0 / math.sqrt(d)),
+    scale = 1.0 / math.sqrt(d) if scale is None else scale
+    q = q.reshape(-1, t_q, d)
+    scores = torch.bmm(q * scale if scale != 1.0 else q,
                        k.reshape(-1, t_k, d).transpose(1, 2)).view(*lead, t_q, t_k)
     if scores.dtype in (torch.bfloat16, torch.float16):  # float64 stays float64
         scores = scores.float()
+    if bias is not None:
+        scores = scores + bias.to(scores.dtype)
     if mask is not None:  # the lowest finite value, as the reference path: never NaN
         scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)
     weights = torch.softmax(scores, dim=-1)
@@ -156,18 +182,25 @@ class MultiHeadAttention(nn.Module):
 
     The h per-head projections are held as one d_model x d_model Linear each (q_proj, k_proj,
     v_proj), split into heads after projecting: the same parameters as the paper's h matrices.
+    `scale=False` leaves out §3.2.1's 1/sqrt(d_k) (T5 folds it into the initialisation of q_proj).
+    `head_dim` (d_k = d_v) other than d_model / h (T5 v1.1-small: 6 heads of 64 in d_model 512):
+    the projections are d_model x (h * head_dim) and out_proj maps h * head_dim back to d_model.
     """
 
-    def __init__(self, d_model: int, n_heads: int, dropout: float = 0.0, bias: bool = True):
+    def __init__(self, d_model: int, n_heads: int, dropout: float = 0.0, bias: bool = True,
+                 scale: bool = True, head_dim: int | None = None):
         super().__init__()
-        if d_model % n_heads:
+        if head_dim is None and d_model % n_heads:
             raise ValueError(f"invalid config: d_model={d_model}: must be divisible by n_heads={n_heads}")
-        self.d_model, self.n_heads, self.head_dim = d_model, n_heads, d_model // n_heads
+        self.d_model, self.n_heads = d_model, n_heads
+        self.head_dim = d_model // n_heads if head_dim is None else head_dim
+        inner = n_heads * self.head_dim  # = d_model in the paper (§3.2.2)
+        self.scale = None if scale else 1.0  # None: 1/sqrt(d_k)
         self.dropout = dropout  # on attention probabilities; the paper has none (see BlockConfig)
-        self.q_proj = nn.Linear(d_model, d_model, bias=bias)
-        self.k_proj = nn.Linear(d_model, d_model, bias=bias)
-        self.v_proj = nn.Linear(d_model, d_model, bias=bias)
-        self.out_proj = nn.Linear(d_model, d_model, bias=bias)
+        self.q_proj = nn.Linear(d_model, inner, bias=bias)
+        self.k_proj = nn.Linear(d_model, inner, bias=bias)
+        self.v_proj = nn.Linear(d_model, inner, bias=bias)
+        self.out_proj = nn.Linear(inner, d_model, bias=bias)
         self._qkv_kept: tuple | None = None  # (weight, bias) of _kept_qkv; not a parameter
         self._keeping = 0  # > 0 inside joined_qkv_kept(): decoding, the weights fixed
 
@@ -231,10 +264,13 @@ class MultiHeadAttention(nn.Module):
         return_attn: bool = False,
         cache: AttentionCache | None = None,
         is_causal: bool = False,
+        bias: Tensor | None = None,
     ) -> Tensor | tuple[Tensor, Tensor]:
         """query (B, T_q, D), key/value (B, T_k, D) -> out (B, T_q, D) [, weights (B, H, T_q, T_k)].
 
         mask: bool, broadcastable to (B, H, T_q, T_k), True = may attend.
+        bias: float, broadcastable to (B, H, T_q, T_k) over all keys (cached ones included),
+            added to the scores (T5's relative positions); masked keys stay masked.
         is_causal: a hint that `mask` is (or would be) the plain causal mask of self-attention; lets
             the fast path use the fused causal kernel without a materialised mask.
         cache: an AttentionCache. A "self" cache appends this call's keys/values to the cached ones
@@ -258,19 +294,21 @@ class MultiHeadAttention(nn.Module):
         b, t_q, t_k = q.shape[0], q.shape[-2], k.shape[-2]
         group = b // k.shape[0] if k.shape[0] and b != k.shape[0] else 1
         if group > 1:  # (g*B_k, H, T_q, Dh) -> (B_k, H, g*T_q, Dh)
-            if is_causal or b != group * k.shape[0]:
+            if is_causal or bias is not None or b != group * k.shape[0]:
                 raise ValueError(f"query batch {b} is not a multiple of key batch {k.shape[0]} "
-                                 "(or a causal mask was asked for across rows)")
+                                 "(or a causal mask or a bias was asked for across rows)")
             q = q.view(k.shape[0], group, self.n_heads, t_q, self.head_dim).transpose(1, 2) \
                 .reshape(k.shape[0], self.n_heads, group * t_q, self.head_dim)
         if is_causal and mask is None and t_q > 1 and (return_attn or t_q != t_k):
             mask = causal_mask(t_q, t_k, device=q.device)  # explicit only where a kernel needs it
         if return_attn:
-            out, weights = scaled_dot_product_attention(q, k, v, mask, dropout_p)
+            out, weights = scaled_dot_product_attention(q, k, v, mask, dropout_p, bias, self.scale)
         else:
-            out, weights = _fast_attention(q, k, v, mask, dropout_p, is_causal), None
+            out = _fast_attention(q, k, v, mask, dropout_p, is_causal, bias, self.scale)
+            weights = None
         if group > 1:  # back to (g*B_k, H, T_q, ...) in query order
             out = _ungroup(out, group, t_q)
             weights = None if weights is None else _ungroup(weights, group, t_q)
-        out = self.out_proj(out.transpose(1, 2).reshape(b, t_q, self.d_model))  # (B, T_q, D)
+        out = self.out_proj(out.transpose(1, 2).reshape(b, t_q, self.n_heads * self.head_dim))
+        # (B, T_q, D)
         return (out, weights) if return_attn else out

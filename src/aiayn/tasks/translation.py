@@ -400,6 +400,23 @@ def import_hf_bart(folder: str | Path, out: str | Path) -> Translator:
 
 
 
+def import_hf_t5(folder: str | Path, out: str | Path) -> Translator:
+    """A transformers T5ForConditionalGeneration folder (config.json + model.safetensors, with
+    tokenizer.json or spiece.model) -> an aiayn translation folder `out` (new or empty) that
+    translates as the T5 model does, its ids renumbered to aiayn's special ids. Offline; see
+    convert/hf_t5.py."""
+    from aiayn.convert.hf_t5 import load_hf_folder
+    from aiayn.folder import new_folder, require_new_folder
+
+    folder, out = Path(folder), require_new_folder(out)
+    model, hf, notes = load_hf_folder(folder)
+    meta = {"task": "translation", "source": str(folder), "imported": "hf-t5", **notes}
+    translator = Translator(model, Tokenizer(hf), "cpu", meta)
+    with new_folder(out):
+        translator.save(out)
+    return translator
+
+
 # -- train ---------------------------------------------------------------------------------------
 
 def train(exp: Experiment, resume: bool = False, out: str | Path | None = None,

@@ -1,0 +1,252 @@
+"""`aiayn import hf-t5` and `aiayn export hf` of T5: folders transformers writes offline (random
+weights, T5 v1.0 and v1.1 shapes, a SentencePiece vocabulary trained here) import with the same
+token ids as transformers' tokenizer, the same logits (teacher-forced, within 1e-4), the same
+greedy and beam-4 outputs as generate(); export -> import -> export is bit for bit; what is not
+supported is refused in one line naming the field."""
+
+import io
+import json
+import shutil
+
+import pytest
+import torch
+
+import aiayn
+from aiayn.cli import main
+from aiayn.generation.search import decode_ids
+
+transformers = pytest.importorskip("transformers")
+
+ENGLISH = ["the quick brown fox jumps over the lazy dog", "a cat sat on the mat",
+           "the house is small", "my friend reads a book", "Café au lait, s'il vous plaît!",
+           "translate English to German: the dog reads"]
+SENTENCES = ENGLISH + ["a  fox   reads", "the dog reads", "a small cat", "my house", "über den Hund"]
+UNUSED_ROWS = 3  # T5's embedding tables have rows past the tokenizer's (t5-small: 28)
+# v1.1 also with heads narrower than d_model / num_heads (as t5-v1_1-small: 6 x 64 in 512)
+VERSIONS = {"v1.0": dict(feed_forward_proj="relu", num_heads=4),
+            "v1.1": dict(feed_forward_proj="gated-gelu", tie_word_embeddings=False, num_heads=3)}
+
+
+def _t5_id(i: int) -> int:
+    """T5's id of aiayn's id i: aiayn's <pad> 0 and <s> 1 are both T5's <pad> 0, the rest are
+    one higher (aiayn has <s> at 1)."""
+    return max(i - 1, 0)
+
+
+def _write_t5(folder, version: str) -> None:
+    """A T5 folder as transformers writes it: spiece.model (a unigram SentencePiece model
+    trained here, T5's ids: <pad> 0, </s> 1, <unk> 2), the tokenizer files, random weights."""
+    spm = pytest.importorskip("sentencepiece")
+    model = io.BytesIO()
+    spm.SentencePieceTrainer.train(sentence_iterator=iter(ENGLISH * 20), model_writer=model,
+                                   vocab_size=70, model_type="unigram", hard_vocab_limit=False,
+                                   pad_id=0, eos_id=1, unk_id=2, bos_id=-1, num_threads=1)
+    (folder / "spiece.model").write_bytes(model.getvalue())
+    tok = transformers.T5Tokenizer.from_pretrained(folder, extra_ids=5)
+    tok.save_pretrained(folder)
+    config = transformers.T5Config(
+        vocab_size=len(tok) + UNUSED_ROWS, d_model=32, d_kv=8, d_ff=64, num_layers=2,
+        num_decoder_layers=2, relative_attention_num_buckets=8,
+        relative_attention_max_distance=20, dropout_rate=0.0, pad_token_id=0, eos_token_id=1,
+        decoder_start_token_id=0, initializer_factor=3.0, **VERSIONS[version])  # varied outputs
+    torch.manual_seed(0)
+    t5 = transformers.T5ForConditionalGeneration(config)
+    with torch.no_grad():
+        for stack in (t5.encoder, t5.decoder):  # a bias that matters next to the scores
+            stack.block[0].layer[0].SelfAttention.relative_attention_bias.weight.mul_(8)
+        t5.shared.weight[1] *= 2.0  # a larger </s> row: some outputs end, at several lengths
+    t5.save_pretrained(folder)
+    if version == "v1.1":  # as google/t5-v1_1-*: an output layer of its own, not scaled
+        from safetensors.torch import load_file, save_file
+
+        state = load_file(folder / "model.safetensors")
+        head = torch.randn(config.vocab_size, config.d_model,
+                           generator=torch.Generator().manual_seed(1))
+        head[1] *= 2.0
+        save_file({**state, "lm_head.weight": head}, folder / "model.safetensors",
+                  metadata={"format": "pt"})
+        written = json.loads((folder / "config.json").read_text())
+        written.pop("scale_decoder_outputs", None)
+        (folder / "config.json").write_text(json.dumps({**written, "tie_word_embeddings": False}))
+
+
+@pytest.fixture(scope="module")
+def hf_t5_v10_folder(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("t5-v1.0")
+    _write_t5(folder, "v1.0")
+    return folder
+
+
+@pytest.fixture(scope="module")
+def hf_t5_v11_folder(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("t5-v1.1")
+    _write_t5(folder, "v1.1")
+    return folder
+
+
+@pytest.fixture(scope="module", params=list(VERSIONS))
+def hf_t5_folder(request):
+    name = "hf_t5_v10_folder" if request.param == "v1.0" else "hf_t5_v11_folder"
+    return request.getfixturevalue(name), request.param
+
+
+@pytest.fixture(scope="module")
+def imported_t5(hf_t5_folder, tmp_path_factory):
+    folder, version = hf_t5_folder
+    out = tmp_path_factory.mktemp("imported") / "mt"
+    assert main(["import", "hf-t5", str(folder), "--out", str(out)]) == 0
+    return folder, out
+
+
+def _order(mt) -> torch.Tensor:
+    return torch.tensor([_t5_id(i) for i in range(mt.model.config.vocab_size)])
+
+
+def test_a_t5_folder_imports_with_the_same_ids_and_logits(imported_t5):
+    folder, out = imported_t5
+    hf = transformers.T5ForConditionalGeneration.from_pretrained(folder).eval()
+    hf_tok = transformers.AutoTokenizer.from_pretrained(folder)
+    mt = aiayn.load(out)
+    assert mt.meta["source_eos"] is True and mt.meta["imported"] == "hf-t5"
+    assert mt.model.config.vocab_size == hf.config.vocab_size + 1  # <pad> is also aiayn's <s>
+    for text in SENTENCES + ["<extra_id_0> a cat <extra_id_1>"]:
+        assert [_t5_id(i) for i in mt.encode_source(text)] == hf_tok(text)["input_ids"], text
+    # Teacher-forced logits of a padded batch: aiayn's columns are T5's in _order. In float64
+    # within 1e-4 (in fp32 too, relative to their size: unscaled attention and the fixture's
+    # large weights give logits of ~30, whose last fp32 bits differ with the summation order).
+    batch = hf_tok(SENTENCES[:3], return_tensors="pt", padding=True)
+    src = torch.nn.utils.rnn.pad_sequence(
+        [torch.tensor(mt.encode_source(s)) for s in SENTENCES[:3]], batch_first=True)
+    assert torch.equal(src.clone().apply_(_t5_id), batch["input_ids"])
+    tgt_in = torch.tensor([[1, 9, 5, 12, 7, 30, 4, 8, 11, 6, 20]] * 3)  # aiayn's ids, from <s>
+    for dtype in (torch.float32, torch.float64):
+        with torch.no_grad():
+            ours = mt.model.to(dtype)(src, tgt_in)
+            theirs = hf.to(dtype)(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
+                                  decoder_input_ids=tgt_in.clone().apply_(_t5_id)).logits
+        scale = 1.0 if dtype == torch.float64 else float(theirs.abs().max())
+        assert (ours - theirs[..., _order(mt)]).abs().max() <= 1e-4 * scale, dtype
+        assert ours.std() > 1
+
+
+def _ended(ids: list[int], cap: int) -> bool:
+    return 1 in ids[:cap - 1]  # T5's </s> before the cap: the whole output
+
+
+def test_a_t5_folder_translates_greedy_and_beam_4_as_generate_does(imported_t5):
+    folder, out = imported_t5
+    hf = transformers.T5ForConditionalGeneration.from_pretrained(folder).eval()
+    hf_tok = transformers.AutoTokenizer.from_pretrained(folder)
+    mt = aiayn.load(out)
+    # T5's own search (its generation_config.json): greedy
+    assert mt.meta["generation"]["beam"] == 1
+    cap, compared, longest = 20, {1: 0, 4: 0}, 0
+    for text in SENTENCES:
+        for beam in (1, 4):
+            with torch.no_grad():  # HF's default penalty |Y|^1 and stopping rule (aiayn "avg",
+                # "current_length"); T5 could emit <pad>, aiayn never does: banned on both sides
+                hf_out = hf.generate(**hf_tok([text], return_tensors="pt"), num_beams=beam,
+                                     do_sample=False, max_new_tokens=cap, length_penalty=1.0,
+                                     early_stopping=False, bad_words_ids=[[0]])[0, 1:].tolist()
+            ours = decode_ids(mt.model, [mt.encode_source(text)], beam=beam, max_extra=cap,
+                              alpha=1.0, length_penalty="avg", early_stopping="current_length")[0]
+            if _ended(hf_out, cap):
+                assert [_t5_id(i) for i in ours] == hf_out[:hf_out.index(1)], (text, beam)
+                theirs = hf_tok.decode(hf_out, skip_special_tokens=True)
+                assert mt.translate(text, beam=beam, alpha=1.0, length_penalty="avg",
+                                    early_stopping="current_length")[0] == theirs
+                compared[beam] += 1
+                longest = max(longest, hf_out.index(1))
+            elif beam == 1:
+                assert [_t5_id(i) for i in ours[:cap - 1]] == hf_out[:cap - 1], text
+    assert compared[1] >= 2 and compared[4] >= 2 and longest >= 3, compared
+
+
+def test_export_import_export_is_bit_for_bit_and_computes_the_same(imported_t5, tmp_path):
+    _, out = imported_t5
+    mt = aiayn.load(out)
+    hf1, back, hf2 = tmp_path / "hf1", tmp_path / "back", tmp_path / "hf2"
+    assert main(["export", "hf", "--model", str(out), "--out", str(hf1)]) == 0
+    again = transformers.AutoModelForSeq2SeqLM.from_pretrained(hf1).eval()
+    assert type(again).__name__ == "T5ForConditionalGeneration"
+    tok = transformers.AutoTokenizer.from_pretrained(hf1)
+    assert tok(SENTENCES[0])["input_ids"] == mt.encode_source(SENTENCES[0])  # aiayn's ids
+    src = torch.tensor([mt.encode_source(SENTENCES[1])])
+    tgt_in = torch.tensor([[1, 9, 5, 12, 7]])
+    with torch.no_grad():  # within 1e-4 of the logits' size (see the test above)
+        theirs = again(input_ids=src, decoder_input_ids=tgt_in).logits
+        assert (theirs - mt.model(src, tgt_in)).abs().max() <= 1e-4 * theirs.abs().max()
+        hf_greedy = again.generate(input_ids=src, num_beams=1, do_sample=False,
+                                   max_new_tokens=20)[0, 1:].tolist()
+    if 2 in hf_greedy:  # the exported model's own start and end (<s> 1, </s> 2)
+        assert decode_ids(mt.model, src.tolist(), beam=1, max_extra=20)[0] == \
+            hf_greedy[:hf_greedy.index(2)]
+    assert main(["import", "hf-t5", str(hf1), "--out", str(back)]) == 0
+    assert main(["export", "hf", "--model", str(back), "--out", str(hf2)]) == 0
+    for name in ("model.safetensors", "tokenizer.json", "generation_config.json",
+                 "special_tokens_map.json", "tokenizer_config.json"):
+        assert (hf1 / name).read_bytes() == (hf2 / name).read_bytes(), name
+    configs = [json.loads((d / "config.json").read_text()) for d in (hf1, hf2)]
+    assert [{k: v for k, v in c.items() if k != "aiayn"} for c in configs] == \
+        [{k: v for k, v in configs[0].items() if k != "aiayn"}] * 2
+    assert aiayn.load(back).translate(SENTENCES[:3], beam=1) == mt.translate(SENTENCES[:3], beam=1)
+
+
+def test_a_spiece_only_folder_tokenizes_as_transformers_does(hf_t5_folder, tmp_path):
+    """Without tokenizer.json: the tokenizer transformers builds from spiece.model."""
+    folder, _ = hf_t5_folder
+    bare = tmp_path / "spiece"
+    bare.mkdir()
+    for name in ("config.json", "model.safetensors", "spiece.model", "tokenizer_config.json",
+                 "special_tokens_map.json"):
+        if (folder / name).is_file():
+            shutil.copy(folder / name, bare / name)
+    assert main(["import", "hf-t5", str(bare), "--out", str(tmp_path / "mt")]) == 0
+    mt = aiayn.load(tmp_path / "mt")
+    hf_tok = transformers.AutoTokenizer.from_pretrained(bare)
+    for text in SENTENCES + ["<extra_id_0> a cat <extra_id_1>"]:
+        assert [_t5_id(i) for i in mt.encode_source(text)] == hf_tok(text)["input_ids"], text
+
+
+def _with_config(folder, crafted, **values):
+    shutil.copytree(folder, crafted)
+    config = json.loads((crafted / "config.json").read_text())
+    (crafted / "config.json").write_text(json.dumps({**config, **values}))
+    return crafted
+
+
+def test_folders_hf_t5_cannot_import_are_refused_in_one_line(hf_t5_folder, tmp_path, capsys):
+    folder, _ = hf_t5_folder
+    bare = tmp_path / "bare"
+    bare.mkdir()
+    for name in ("config.json", "model.safetensors"):
+        shutil.copy(folder / name, bare / name)
+    cases = [(bare, "no tokenizer: a T5 folder needs tokenizer.json or spiece.model"),
+             (_with_config(folder, tmp_path / "g", model_type="gpt2"),
+              "model_type='gpt2': not a T5"),
+             (_with_config(folder, tmp_path / "a", feed_forward_proj="gated-swiglu"),
+              "feed_forward_proj='gated-swiglu' is not supported"),
+             (_with_config(folder, tmp_path / "b", d_kv=4),
+              "the weights do not fit config.json (encoder.layers.0.self_attn.q_proj.weight is")]
+    for source, message in cases:
+        capsys.readouterr()
+        assert main(["import", "hf-t5", str(source), "--out", str(tmp_path / "mt")]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and message in err, err
+        assert not (tmp_path / "mt").exists()
+
+
+def test_a_translator_t5_cannot_express_is_refused_naming_the_option(imported_t5, tmp_path,
+                                                                    capsys):
+    _, out = imported_t5
+    changed = tmp_path / "changed"
+    shutil.copytree(out, changed)
+    meta = json.loads((changed / "config.json").read_text())
+    meta["model"]["scale_attention"] = True
+    (changed / "config.json").write_text(json.dumps(meta))
+    capsys.readouterr()
+    assert main(["export", "hf", "--model", str(changed), "--out", str(tmp_path / "hf")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "model.scale_attention=True: T5 has scale_attention=False" \
+        in err, err
+    assert not (tmp_path / "hf").exists()
