@@ -61,7 +61,7 @@ _BY_TOKENIZER = {k: "set by the tokenizer (use data.vocab_size)" for k in ("voca
 
 FAMILIES: dict[str, Family] = {f.name: f for f in (
     Family(TRANSLATION, "translation", "aiayn train", TransformerConfig, Transformer,
-           "DataConfig", "Translator", "a translation model",
+           "DataConfig", "Translator", "a translation model", model_keys=("init",),
            set_by_data=_BY_TOKENIZER, placeholders={"vocab_size": 1000, "pad_id": PAD}),
     Family(LANGUAGE_MODEL, "language_model", "aiayn lm train", DecoderLMConfig, DecoderLM,
            "LMDataConfig", "LanguageModel", "a language model", recipe="lm",

@@ -3,6 +3,7 @@ lives in aiayn.cli.demo).
 
     aiayn train CONFIG [key=value ...] [--out DIR] [--resume]   CONFIG: file, built-in or preset
                 (any task: a config that names another, e.g. lm-char, runs as `aiayn lm train`)
+                [--text FILE...]   plain text for a denoising objective (pretrain-span)
     aiayn translate --model DIR [--beam 4] [--alpha 0.6] [--length-penalty gnmt|avg]
                     [--early-stopping exact|first_k|current_length] [--no-repeat-ngram-size N]
                     [--threads N] [--workers N|auto] [TEXT ...]
@@ -54,7 +55,7 @@ def register(sub) -> None:
                        "--text, are theirs alone). Dotted key=value arguments override it "
                        "(train.max_steps=100).",
                        formatter_class=RAW)
-    training_command(p)
+    training_command(p, _data_options)
     p.set_defaults(func=_train, distributed=True)  # torchrun: data-parallel training
 
     p = sub.add_parser("translate", help="translate sentences (arguments, or one per stdin line)")
@@ -82,6 +83,12 @@ def register(sub) -> None:
                    help="average what there is when fewer than --last checkpoints exist")
     p.add_argument("--out", required=True, help="new model folder for the averaged weights")
     p.set_defaults(func=_average)
+
+
+def _data_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--text", nargs="+", metavar="FILE", default=None,
+                   help="plain UTF-8 text files (a document per paragraph) to pretrain on, for a "
+                        "config with data.objective (e.g. pretrain-span): data.text")
 
 
 def _model_args(p: argparse.ArgumentParser) -> None:
@@ -157,16 +164,23 @@ def _translate_opts(args: argparse.Namespace) -> dict:
 
 
 def _train(args: argparse.Namespace) -> int:
+    from aiayn.families import task_family
     from aiayn.tasks.translation import experiment, train
 
     task = config_task_of(args)  # a config of another task: that task's command trains it
     if task != "translation":
+        if args.text:
+            command = task_family(task).command  # as train_as says it of --text after CONFIG
+            raise UserError(f"--text is an option of `{command}`: {args.config} is a {task} "
+                            f"config; run `{command} {args.config} ... --text ...`")
         return train_as(task, args)
 
     overrides = split_overrides(args)
     if args.config is None:
         raise UserError("give a CONFIG: a file, a built-in config (`aiayn configs`) or a preset")
-    exp = experiment(args.config, overrides, out=args.out)
+    text = {"text": list(args.text), "corpus": None, "corpus_dir": None, "train_src": None,
+            "train_tgt": None} if args.text else None
+    exp = experiment(args.config, overrides, out=args.out, data=text)
     result = train(exp, resume=args.resume, say=lambda m: print(m, file=sys.stderr))
     scores = {k: v for k, v in result.metrics.items() if k.startswith("valid_")}
     return report_training(result, "".join(f", {k} {v:.4g}" for k, v in scores.items()))

@@ -77,13 +77,25 @@ class DataConfig(Config):
         "help": "validation pairs scored (loss and BLEU) at each evaluation"})
     valid_beam: int = field(default=1, metadata={
         "help": "beam for validation BLEU (1 = greedy: fast)"})
+    objective: str | None = field(default=None, metadata={
+        "help": 'denoising pretraining: "span" (T5 span corruption) or "infill" (BART text '
+                "infilling) of the text, or of the sources of the corpus; none: aligned pairs"})
+    text: list[str] | None = field(default=None, metadata={
+        "help": "with objective: plain UTF-8 text files, a document per paragraph"})
 
     def __post_init__(self) -> None:
         self._check_types()
-        sources = [name for name in ("corpus", "corpus_dir", "train_src") if getattr(self, name)]
+        sources = [name for name in ("corpus", "corpus_dir", "train_src", "text")
+                   if getattr(self, name)]
         if len(sources) != 1:
-            _fail("corpus", self.corpus, "give exactly one of corpus, corpus_dir, or "
-                  "train_src + train_tgt")
+            _fail("corpus", self.corpus, "give exactly one of corpus, corpus_dir, "
+                  "train_src + train_tgt, or text (with objective)")
+        from aiayn.data.denoising import OBJECTIVES
+        if self.objective is not None and self.objective not in OBJECTIVES:
+            _fail("objective", self.objective, f"must be one of {', '.join(OBJECTIVES)}")
+        if self.text is not None and (self.objective is None or not all(
+                isinstance(f, str) for f in self.text)):
+            _fail("text", self.text, "a list of text files, for an objective (data.objective)")
         for a, b in (("train_src", "train_tgt"), ("valid_src", "valid_tgt")):
             if bool(getattr(self, a)) != bool(getattr(self, b)):
                 _fail(a if not getattr(self, a) else b, None, f"{a} and {b} go together")
@@ -129,6 +141,19 @@ def load_pairs(data: DataConfig) -> dict[str, list[Pair]]:
     return splits
 
 
+def load_documents(data: DataConfig) -> dict[str, list[str]]:
+    """Denoising pretraining's documents: {"train": [...], "valid": [...]}, the paragraphs of
+    data.text (the last 2% held out, at most 500), else the source sides of load_pairs."""
+    if not data.text:
+        return {k: [s for s, _ in v] for k, v in load_pairs(data).items()}
+    from aiayn.data.denoising import read_documents
+    docs = read_documents(data.text)
+    n = min(500, max(1, len(docs) // 50))
+    if len(docs) <= n:
+        raise UserError(f"{data.text[0]}: {len(docs)} paragraph(s) of text: too few to train on")
+    return {"train": docs[:-n], "valid": docs[-n:]}
+
+
 def encode_pairs(tok: Tokenizer, pairs: Sequence[Pair], max_len: int, source_eos: bool = False):
     """(source ids, target ids) of the pairs that fit max_len; with `source_eos` each source
     ends with </s>, as Translator.encode_source gives it to a model trained so."""
@@ -148,6 +173,17 @@ def pair_batches(ids: Sequence[tuple[list[int], list[int]]], max_tokens: int, se
     lengths = [(len(s), len(t) + 1) for s, t in ids]
     return BatchStream(plan=lambda epoch: token_batches(lengths, max_tokens, True, seed + epoch),
                        collate=lambda idx: collate([ids[i] for i in idx]))
+
+
+def denoising_batches(docs: Sequence[list[int]], data: DataConfig, special: Sequence[int],
+                      max_len: int, max_tokens: int, seed: int) -> BatchStream:
+    """Pretraining batches: every epoch a fresh corruption of each document (data/denoising.py),
+    drawn from (seed, epoch, document), batched as pair_batches does."""
+    from aiayn.data.denoising import epoch_batches
+
+    return BatchStream(plan=lambda epoch: epoch_batches(docs, data.objective, special, seed, epoch,
+                                                        max_len, max_tokens, data.source_eos),
+                       collate=collate)
 
 
 # -- loss ----------------------------------------------------------------------------------------
@@ -425,41 +461,78 @@ def train(exp: Experiment, resume: bool = False, out: str | Path | None = None,
     names the folder (result.folder). `meta` adds keys to its config.json ({"demo": true})."""
     # folders from before data.source_eos existed trained without it
     # the run's folder has one writer, this process, until its last save (aiayn.lock)
-    with start_run(exp, resume, out, say, added={"data.source_eos": False}) as run:
+    with start_run(exp, resume, out, say, added={"data.source_eos": False, "data.objective": None,
+                                                 "data.text": None}) as run:
         say, cfg, data = run.say, exp.train, exp.data
         t0 = time.monotonic()
-        splits = load_pairs(data)
-        if resume:
-            tok = Tokenizer.load(run.folder)
-        else:
-            tok = Tokenizer.train([s for p in splits["train"] for s in p], data.vocab_size,
-                                  data.tokenizer, data.split_digits)
+        splits = load_documents(data) if data.objective else load_pairs(data)
+        texts = splits["train"] if data.objective else [s for p in splits["train"] for s in p]
+        tok, model = _tokenizer_and_model(exp, run, texts)
         distributed.check_same(tok.to_json(), "the tokenizer")
-        model_cfg = exp.model_config(vocab_size=tok.vocab_size, pad_id=PAD)
-        train_ids = encode_pairs(tok, splits["train"], model_cfg.max_len, data.source_eos)
+        model_cfg = model.config
+        train_ids, valid_ids, special = _encode(tok, splits, data, model_cfg.max_len, cfg.seed)
+        what = "documents" if data.objective else "pairs"
         if len(splits["valid"]) > data.valid_pairs and not data.corpus:  # the user's own file
             say(f"warning: validation uses the first {data.valid_pairs} of {len(splits['valid'])} "
-                "pairs (data.valid_pairs)")
-        valid_ids = encode_pairs(tok, splits["valid"][:data.valid_pairs], model_cfg.max_len,
-                                 data.source_eos)
+                f"{what} (data.valid_pairs)")
         if not train_ids:
             raise UserError(f"no training pair fits max_len={model_cfg.max_len}")
-        say(f"data: {len(train_ids)} training pairs, {len(valid_ids)} validation pairs, "
+        say(f"data: {len(train_ids)} training {what}, {len(valid_ids)} validation {what}, "
             f"vocabulary {tok.vocab_size} ({time.monotonic() - t0:.1f} s)")
-        model = Transformer(model_cfg)
         say(f"model: {model.num_parameters():,} parameters (d_model {model_cfg.d_model}, "
             f"{model_cfg.n_encoder_layers}+{model_cfg.n_decoder_layers} layers)")
         evaluate = make_evaluate(tok, valid_ids, data, cfg.label_smoothing, cfg.max_tokens)
+        first = (splits["valid"] or splits["train"])[0]
         meta = {**(meta or {}), "task": "translation", "source_eos": data.source_eos,
-                "example": (splits["valid"] or splits["train"])[0][0][:EXAMPLE_CHARS]}
+                "example": (first if data.objective else first[0])[:EXAMPLE_CHARS]}
         if run.begin_folder():
             tok.save(run.folder)
-        trainer = Trainer(model, cfg, pair_batches(train_ids, cfg.max_tokens, cfg.seed),
-                          translation_loss(cfg.label_smoothing), run, family=FAMILY, meta=meta,
-                          evaluate=evaluate)
+        batches = denoising_batches(train_ids, data, special, model_cfg.max_len, cfg.max_tokens,
+                                    cfg.seed) if data.objective else \
+            pair_batches(train_ids, cfg.max_tokens, cfg.seed)
+        trainer = Trainer(model, cfg, batches, translation_loss(cfg.label_smoothing), run,
+                          family=FAMILY, meta=meta, evaluate=evaluate)
         return trainer.fit()
 
 
-__all__ = ["DataConfig", "TASK", "Translator", "decode_ids", "encode_pairs", "experiment",
-           "load_pairs", "make_evaluate", "pair_batches", "score_translations", "train",
-           "translation_loss"]
+def _tokenizer_and_model(exp: Experiment, run, texts: Sequence[str]) -> tuple[Tokenizer, nn.Module]:
+    """A new run's tokenizer (trained on `texts`, plus the objective's tokens) and model; a
+    resumed run's tokenizer; with model.init, the pretrained folder's (a resumed run's own)
+    weights and tokenizer, its vocabulary kept (training.finetune)."""
+    data, init = exp.data, exp.model.get("init")
+    if init is not None:
+        from aiayn.training.finetune import init_model
+        folder = run.folder if run.resume else Path(str(init))
+        model, meta = init_model(FAMILY, folder, exp.model, exp.source)
+        if "special_ids" in meta:  # an imported BART: its <s>, <pad>, </s> are at its own ids
+            raise UserError(f"{exp.source}: model.init={init}: a model with special ids of its "
+                            "own (imported); fine-tuning one is not supported")
+        return Tokenizer.load(folder), model
+    if run.resume:
+        tok = Tokenizer.load(run.folder)
+    else:
+        tok = Tokenizer.train(texts, data.vocab_size, data.tokenizer, data.split_digits)
+        if data.objective:
+            from aiayn.data.denoising import add_objective_tokens
+            add_objective_tokens(tok, data.objective)
+    return tok, Transformer(exp.model_config(vocab_size=tok.vocab_size, pad_id=PAD))
+
+
+def _encode(tok: Tokenizer, splits: dict[str, list], data: DataConfig, max_len: int, seed: int):
+    """(training examples, validation pairs, the objective's special ids): the aligned pairs'
+    ids (no special ids), or the documents' pieces and the validation documents' one fixed
+    corruption (data/denoising.py)."""
+    valid = splits["valid"][:data.valid_pairs]
+    if not data.objective:
+        return (encode_pairs(tok, splits["train"], max_len, data.source_eos),
+                encode_pairs(tok, valid, max_len, data.source_eos), None)
+    from aiayn.data import denoising as d
+    special = d.objective_ids(tok, data.objective)
+    valid_ids = d.corrupt_documents(d.encode_documents(tok, valid, max_len), data.objective,
+                                    special, seed, d.VALID_EPOCH, max_len, data.source_eos)
+    return d.encode_documents(tok, splits["train"], max_len), valid_ids, special
+
+
+__all__ = ["DataConfig", "TASK", "Translator", "decode_ids", "denoising_batches", "encode_pairs",
+           "experiment", "load_documents", "load_pairs", "make_evaluate", "pair_batches",
+           "score_translations", "train", "translation_loss"]

@@ -1,0 +1,146 @@
+"""Denoising pretraining data for the encoder-decoder: plain text -> (corrupted, target) pairs.
+
+The objectives are data/noising.py's; this module turns documents into the pairs a translation
+run trains on (`aiayn train pretrain-span --text FILE...`, data.objective):
+
+    span    T5 span corruption: the input keeps 85% of the tokens, each dropped span one sentinel
+            (<extra_id_0>, ...); the target is the sentinel-delimited spans.
+    infill  BART text infilling: 30% of the tokens in Poisson(3)-long spans, one <mask> each;
+            the target is the original text. (BART-large also permutes sentences; aiayn's BPE
+            glues "." to other punctuation, so sentence ends are not single tokens: left out.)
+
+A document is a paragraph of a text file (lines up to a blank line, whitespace runs made one
+space), or a source sentence of a corpus; a document longer than the model's max_len - 1 tokens
+is cut into pieces of that length (the target with its </s> must fit max_len).
+
+The objective's tokens are added to the trained tokenizer as special tokens (saved with it in
+tokenizer.json, skipped by decode): T5's 100 sentinels, <extra_id_0> the very last id as T5 has
+it (noising.t5_sentinels); BART's one <mask>, the last id.
+
+Every epoch draws a fresh corruption of each document from (seed, epoch, document index) alone,
+so an epoch's pairs are the same on every machine and in a resumed run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from aiayn.data import noising
+from aiayn.data.batching import token_batches
+from aiayn.data.special import EOS
+from aiayn.data.tokenizer import Tokenizer
+from aiayn.errors import UserError
+
+OBJECTIVES = ("span", "infill")
+N_SENTINELS = 100  # T5's extra_ids
+MASK_TOKEN = "<mask>"
+
+IdPair = tuple[list[int], list[int]]
+
+
+def sentinel_token(i: int) -> str:
+    return f"<extra_id_{i}>"
+
+
+def objective_tokens(objective: str) -> list[str]:
+    """The special tokens `objective` writes, in the order they are appended to the vocabulary:
+    sentinels from <extra_id_99> down to <extra_id_0> (which gets the last id), or <mask>."""
+    if objective == "span":
+        return [sentinel_token(i) for i in reversed(range(N_SENTINELS))]
+    if objective == "infill":
+        return [MASK_TOKEN]
+    raise UserError(f"objective={objective!r}: choose one of {', '.join(OBJECTIVES)}")
+
+
+def add_objective_tokens(tok: Tokenizer, objective: str) -> Tokenizer:
+    """Append the objective's special tokens to `tok` (in place; returned)."""
+    tok.hf.add_special_tokens(objective_tokens(objective))
+    return tok
+
+
+def objective_ids(tok: Tokenizer, objective: str) -> list[int]:
+    """The ids of the objective's tokens in `tok`: the sentinels <extra_id_0>, <extra_id_1>, ...
+    in that order, or [<mask>]. A tokenizer without them (not trained for the objective) is
+    refused in one line."""
+    tokens = objective_tokens(objective)[::-1] if objective == "span" else objective_tokens(objective)
+    ids = [tok.token_to_id(t) for t in tokens]
+    if None in ids:
+        raise UserError(f"the tokenizer has no {tokens[ids.index(None)]} token: it was not "
+                        f"trained for objective={objective!r}")
+    return ids
+
+
+# -- documents -----------------------------------------------------------------------------------
+
+def read_documents(paths: Sequence[str | Path]) -> list[str]:
+    """The paragraphs of UTF-8 text files, in order, whitespace runs made one space."""
+    docs: list[str] = []
+    for path in paths:
+        try:
+            text = Path(path).read_text(encoding="utf-8")
+        except FileNotFoundError:
+            raise UserError(f"{path}: text file not found") from None
+        except UnicodeDecodeError as e:
+            raise UserError(f"{path}: not UTF-8 text ({e.reason} at byte {e.start})") from None
+        paragraph: list[str] = []
+        for line in [*text.splitlines(), ""]:
+            if line.strip():
+                paragraph.append(line)
+            elif paragraph:
+                docs.append(" ".join(" ".join(paragraph).split()))
+                paragraph = []
+    return docs
+
+
+def encode_documents(tok: Tokenizer, docs: Sequence[str], max_len: int) -> list[list[int]]:
+    """Token ids of each document, cut into pieces of max_len - 1 tokens; documents of fewer
+    than 2 tokens are left out (nothing to corrupt)."""
+    size = max_len - 1
+    pieces = [ids[i:i + size] for ids in tok.encode_batch(docs) for i in range(0, len(ids), size)]
+    return [p for p in pieces if len(p) >= 2]
+
+
+# -- corruption ----------------------------------------------------------------------------------
+
+def corrupt(ids: Sequence[int], objective: str, special: Sequence[int],
+            rng: np.random.Generator) -> IdPair:
+    """(input, target) of one document; `special` as objective_ids gives them."""
+    if objective == "span":
+        return noising.span_corruption(ids, special, rng)
+    return noising.text_infilling(ids, special[0], rng), list(ids)
+
+
+# The epoch number of the validation documents' one fixed corruption (no training epoch's).
+VALID_EPOCH = 2**32 - 1
+
+
+def corrupt_documents(docs: Sequence[Sequence[int]], objective: str, special: Sequence[int],
+                      seed: int, epoch: int, max_len: int,
+                      source_eos: bool = False) -> list[IdPair]:
+    """Epoch `epoch`'s corruption of every document, document i's drawn from (seed, epoch, i).
+    An input is cut to max_len (infilling's inserted <mask>s may lengthen a full-length piece);
+    with `source_eos` it ends with </s>, as translation's encode_pairs gives sources."""
+    pairs = []
+    for i, ids in enumerate(docs):
+        src, tgt = corrupt(ids, objective, special, np.random.default_rng([seed, epoch, i]))
+        src = src[:max_len - 1] + [EOS] if source_eos else src[:max_len]
+        pairs.append((src, tgt))
+    return pairs
+
+
+def epoch_batches(docs: Sequence[Sequence[int]], objective: str, special: Sequence[int],
+                  seed: int, epoch: int, max_len: int, max_tokens: int,
+                  source_eos: bool = False) -> list[list[IdPair]]:
+    """The epoch's pairs in §5.1 batches of similar length, ~max_tokens each, in an order drawn
+    from seed + epoch: a BatchStream plan."""
+    pairs = corrupt_documents(docs, objective, special, seed, epoch, max_len, source_eos)
+    lengths = [(len(s), len(t) + 1) for s, t in pairs]
+    return [[pairs[i] for i in b] for b in token_batches(lengths, max_tokens, True, seed + epoch)]
+
+
+__all__ = ["MASK_TOKEN", "N_SENTINELS", "OBJECTIVES", "VALID_EPOCH", "add_objective_tokens", "corrupt",
+           "corrupt_documents", "encode_documents", "epoch_batches", "objective_ids",
+           "objective_tokens", "read_documents", "sentinel_token"]
