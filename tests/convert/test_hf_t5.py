@@ -22,9 +22,13 @@ ENGLISH = ["the quick brown fox jumps over the lazy dog", "a cat sat on the mat"
            "translate English to German: the dog reads"]
 SENTENCES = ENGLISH + ["a  fox   reads", "the dog reads", "a small cat", "my house", "über den Hund"]
 UNUSED_ROWS = 3  # T5's embedding tables have rows past the tokenizer's (t5-small: 28)
-# v1.1 also with heads narrower than d_model / num_heads (as t5-v1_1-small: 6 x 64 in 512)
+# v1.1 also with heads narrower than d_model / num_heads (as t5-v1_1-small: 6 x 64 in 512);
+# "v1.1-tied": as transformers 5 saves a v1.1 config of its own (tie_word_embeddings true,
+# scale_decoder_outputs false, no lm_head.weight): tied and not scaled
 VERSIONS = {"v1.0": dict(feed_forward_proj="relu", num_heads=4),
-            "v1.1": dict(feed_forward_proj="gated-gelu", tie_word_embeddings=False, num_heads=3)}
+            "v1.1": dict(feed_forward_proj="gated-gelu", tie_word_embeddings=False, num_heads=3),
+            "v1.1-tied": dict(feed_forward_proj="gated-gelu", tie_word_embeddings=False,
+                              num_heads=4)}
 
 
 def _t5_id(i: int) -> int:
@@ -84,9 +88,17 @@ def hf_t5_v11_folder(tmp_path_factory):
     return folder
 
 
+@pytest.fixture(scope="module")
+def hf_t5_v11_tied_folder(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("t5-v1.1-tied")
+    _write_t5(folder, "v1.1-tied")
+    return folder
+
+
 @pytest.fixture(scope="module", params=list(VERSIONS))
 def hf_t5_folder(request):
-    name = "hf_t5_v10_folder" if request.param == "v1.0" else "hf_t5_v11_folder"
+    name = {"v1.0": "hf_t5_v10_folder", "v1.1": "hf_t5_v11_folder",
+            "v1.1-tied": "hf_t5_v11_tied_folder"}[request.param]
     return request.getfixturevalue(name), request.param
 
 
@@ -96,6 +108,12 @@ def imported_t5(hf_t5_folder, tmp_path_factory):
     out = tmp_path_factory.mktemp("imported") / "mt"
     assert main(["import", "hf-t5", str(folder), "--out", str(out)]) == 0
     return folder, out
+
+
+def hf_t5_version(folder) -> str:
+    """The version of a folder that _write_t5 wrote (its name: t5-VERSION, then a number)."""
+    return next(v for v in sorted(VERSIONS, key=len, reverse=True)
+                if folder.name.startswith(f"t5-{v}"))
 
 
 def _order(mt) -> torch.Tensor:
@@ -108,6 +126,10 @@ def test_a_t5_folder_imports_with_the_same_ids_and_logits(imported_t5):
     hf_tok = transformers.AutoTokenizer.from_pretrained(folder)
     mt = aiayn.load(out)
     assert mt.meta["source_eos"] is True and mt.meta["imported"] == "hf-t5"
+    cfg = mt.model.config
+    assert (cfg.tie_output, cfg.scale_output, cfg.gated_ffn) == \
+        {"v1.0": (True, True, False), "v1.1": (False, False, True),
+         "v1.1-tied": (True, False, True)}[hf_t5_version(folder)]
     assert mt.model.config.vocab_size == hf.config.vocab_size + 1  # <pad> is also aiayn's <s>
     for text in SENTENCES + ["<extra_id_0> a cat <extra_id_1>"]:
         assert [_t5_id(i) for i in mt.encode_source(text)] == hf_tok(text)["input_ids"], text
@@ -154,7 +176,7 @@ def test_a_t5_folder_translates_greedy_and_beam_4_as_generate_does(imported_t5):
                 assert [_t5_id(i) for i in ours] == hf_out[:hf_out.index(1)], (text, beam)
                 theirs = hf_tok.decode(hf_out, skip_special_tokens=True)
                 assert mt.translate(text, beam=beam, alpha=1.0, length_penalty="avg",
-                                    early_stopping="current_length")[0] == theirs
+                                    early_stopping="current_length", max_extra=cap)[0] == theirs
                 compared[beam] += 1
                 longest = max(longest, hf_out.index(1))
             elif beam == 1:
@@ -250,3 +272,44 @@ def test_a_translator_t5_cannot_express_is_refused_naming_the_option(imported_t5
     assert err.count("\n") == 1 and "model.scale_attention=True: T5 has scale_attention=False" \
         in err, err
     assert not (tmp_path / "hf").exists()
+
+
+@pytest.mark.parametrize("options", [{}, {"gated_ffn": True, "activation": "gelu_tanh",
+                                         "tie_output": False, "scale_output": False,
+                                         "head_dim": 4}], ids=["v1.0", "v1.1"])
+def test_a_translator_trained_from_the_t5_tiny_preset_exports_as_a_t5(tmp_path, options):
+    """`aiayn train` with T5's options (aiayn's own tokenizer and special ids), then `aiayn
+    export hf`: the same logits and greedy translations in transformers."""
+    import yaml
+
+    from tests.builders import write_config
+
+    config = write_config(tmp_path)
+    settings = yaml.safe_load(config.read_text())
+    settings["model"] = {"preset": "t5-tiny", "d_model": 16, "n_heads": 2, "d_ff": 32,
+                         "n_layers": 2, "max_len": 64, **options}
+    config.write_text(yaml.safe_dump(settings))
+    assert main(["train", str(config)]) == 0
+    mt = aiayn.load(tmp_path / "model")
+    assert mt.model.config.relative_attention_num_buckets == 32
+    assert main(["export", "hf", "--model", str(tmp_path / "model"), "--out",
+                 str(tmp_path / "hf")]) == 0
+    hf = transformers.AutoModelForSeq2SeqLM.from_pretrained(tmp_path / "hf").eval()
+    hf_tok = transformers.AutoTokenizer.from_pretrained(tmp_path / "hf")
+    assert type(hf).__name__ == "T5ForConditionalGeneration"
+    assert hf.config.decoder_start_token_id == 1 and hf.config.pad_token_id == 0
+    sources = ["3 1 4", "2 7 1 8 2 8", "9"]
+    src = torch.tensor([mt.encode_source(sources[0])])
+    assert hf_tok(sources[0])["input_ids"] == src[0].tolist()
+    tgt_in = torch.tensor([[1, *mt.tokenizer.encode("drei eins vier")]])  # aiayn's <s> first
+    with torch.no_grad():
+        ours, theirs = mt.model(src, tgt_in), hf(input_ids=src, decoder_input_ids=tgt_in).logits
+    assert (ours - theirs).abs().max() <= 1e-4 * max(1.0, float(theirs.abs().max()))
+    assert ours.std() > 0.1
+    for text in sources:
+        ids = mt.encode_source(text)
+        with torch.no_grad():
+            out = hf.generate(input_ids=torch.tensor([ids]), num_beams=1, do_sample=False,
+                              max_new_tokens=len(ids) + 50)[0, 1:].tolist()
+        if 2 in out:  # ended with </s> (aiayn's id 2)
+            assert decode_ids(mt.model, [ids], beam=1)[0] == out[:out.index(2)], text
