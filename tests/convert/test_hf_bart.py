@@ -111,7 +111,8 @@ def test_an_imported_bart_has_the_same_tokens_logits_and_translations(hf_bart_fo
     # Beam search as the folder says (generation_config.json), as generate() with it.
     assert mt.meta["generation"] == {"beam": 4, "alpha": 1.0, "length_penalty": "avg",
                                      "early_stopping": "first_k", "no_repeat_ngram_size": 0,
-                                     "max_new_tokens": 62}  # max_length 64: start, ..., </s>
+                                     "max_new_tokens": 62,  # max_length 64: start, ..., </s>
+                                     "forced_eos": True}
     same = longest = 0
     for text in sentences:
         with torch.no_grad():
@@ -219,7 +220,7 @@ def test_min_length_and_max_length_are_honoured_as_generate_honours_them(hf_bart
                                                                 "max_length": 10}))
     assert main(["import", "hf-bart", str(limited), "--out", str(tmp_path / "mt")]) == 0
     mt = aiayn.load(tmp_path / "mt")
-    assert mt.length_limits() == {"min_length": 5, "max_new_tokens": 8}
+    assert mt.length_limits() == {"min_length": 5, "max_new_tokens": 8, "forced_eos": True}
     hf, hf_tok = _hf(limited)
     ended = capped = 0
     for text in sentences:
@@ -229,10 +230,9 @@ def test_min_length_and_max_length_are_honoured_as_generate_honours_them(hf_bart
             hf_out = hf_out[0].tolist()
             assert len(hf_out) <= 10 and EOS not in hf_out[1:6]  # nothing ends before 5 tokens
             before_cap = EOS in hf_out[1:9]  # else </s> was forced at the 10th place
-            if beam == 1 or before_cap:  # (beam 4 at the cap: HF scores the forced </s> as 0)
-                ours = mt.translate(text, beam=beam)[0]
-                assert ours == hf_tok.decode(hf_out, skip_special_tokens=True), (text, beam)
-                ended, capped = ended + before_cap, capped + (not before_cap)
+            ours = mt.translate(text, beam=beam)[0]  # (a forced </s> scores 0 on both sides)
+            assert ours == hf_tok.decode(hf_out, skip_special_tokens=True), (text, beam)
+            ended, capped = ended + before_cap, capped + (not before_cap)
     assert ended >= 3 and capped >= 1
 
 

@@ -262,6 +262,9 @@ def generation_from_hf(folder: Path, c: dict[str, Any]) -> dict[str, Any]:
         search["max_new_tokens"] = max(values["max_new_tokens"] - 1, 0)
     elif values["max_length"] is not None:
         search["max_new_tokens"] = max(values["max_length"] - 2, 0)
+    if "max_new_tokens" in search and isinstance(g, dict) and \
+            g.get("forced_eos_token_id") is not None:
+        search["forced_eos"] = True  # the capped </s> scores 0 (ForcedEOSTokenLogitsProcessor)
     return search
 
 

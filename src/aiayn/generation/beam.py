@@ -90,6 +90,8 @@ class BeamSearch:
             at_limit = (self.max_len <= self.step).repeat_interleave(self.k)  # (N,)
             not_eos = torch.arange(v, device=logits.device) != cfg.eos_id  # (V,)
             lprobs.masked_fill_(at_limit[:, None] & not_eos, float("-inf"))
+            if cfg.forced_eos:  # transformers' forced_eos_token_id: </s> forced, scored 0
+                lprobs[:, cfg.eos_id].masked_fill_(at_limit, 0.0)
         return lprobs
 
     def advance(self, logits: Tensor) -> tuple[Tensor | None, Tensor | None]:

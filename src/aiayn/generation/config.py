@@ -75,6 +75,10 @@ class GenerationConfig(Config):
     # token gets -inf, the forced one log-probability 0, so it adds nothing to a beam's score.
     forced_first_id: int | None = field(default=None, metadata={
         "help": "the first output token, whatever the model says (BART's forced_bos_token_id)"})
+    # transformers' forced_eos_token_id: at the length limit </s> is forced and scored as
+    # log-probability 0, not its own; only beam search's ranking of capped hypotheses sees it.
+    forced_eos: bool = field(default=False, metadata={
+        "help": "at the length limit </s> scores 0, as transformers' forced_eos_token_id"})
     banned: tuple[int, ...] = field(default=(), metadata={
         "help": "never produced (search also bans pad and BOS, fairseq-style)"})
     sliding_window: bool = field(default=False, metadata={

@@ -271,12 +271,14 @@ class Translator:
             ids = [self.special["bos"], *ids]
         return ids + [self.special["eos"]] if self.meta.get("source_eos") else ids
 
-    def length_limits(self) -> dict[str, int | None]:
+    def length_limits(self) -> dict[str, Any]:
         """The lengths an imported model's own search sets (meta "generation": BART's
-        min_length / max_length, in output tokens), as decode_ids takes them; none for others."""
+        min_length / max_length, in output tokens, and its </s> forced at the limit), as
+        decode_ids takes them; none for others."""
         folder = self.meta.get("generation") or {}
         return {"min_length": folder.get("min_length", 0),
-                "max_new_tokens": folder.get("max_new_tokens")}
+                "max_new_tokens": folder.get("max_new_tokens"),
+                "forced_eos": folder.get("forced_eos", False)}
 
     def search_ids(self) -> dict[str, int | None]:
         """The decoder's first input, end and padding, and the token every output starts with
@@ -433,7 +435,6 @@ def import_hf_bart(folder: str | Path, out: str | Path) -> Translator:
     with new_folder(out):
         translator.save(out)
     return translator
-
 
 
 def import_hf_t5(folder: str | Path, out: str | Path) -> Translator:
