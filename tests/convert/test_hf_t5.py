@@ -313,3 +313,36 @@ def test_a_translator_trained_from_the_t5_tiny_preset_exports_as_a_t5(tmp_path, 
                               max_new_tokens=len(ids) + 50)[0, 1:].tolist()
         if 2 in out:  # ended with </s> (aiayn's id 2)
             assert decode_ids(mt.model, [ids], beam=1)[0] == out[:out.index(2)], text
+
+
+def test_an_imported_t5_is_a_translation_folder_for_every_command(imported_t5, tmp_path, capsys):
+    """translate, eval, viz attention, viz relative-bias and the explorer (serve) read it as any
+    translation folder: the same translations everywhere, <s> (T5's <pad> row) the decoder's
+    first input, </s> ending every source."""
+    from aiayn.viz.inspect import Inspector
+    from tests.builders import run
+
+    _, out = imported_t5
+    mt = aiayn.load(out)
+    sentences = SENTENCES[:3]
+    expected = mt.translate(sentences)
+    capsys.readouterr()
+    code, stdout, _ = run(capsys, "translate", "--model", out, "--workers", "1", *sentences)
+    assert code == 0 and stdout == "".join(t + "\n" for t in expected)
+    (tmp_path / "src.txt").write_text("".join(s + "\n" for s in sentences))
+    (tmp_path / "ref.txt").write_text("".join(s + "\n" for s in sentences))
+    code, stdout, _ = run(capsys, "eval", "--model", out, "--src", tmp_path / "src.txt", "--ref",
+                          tmp_path / "ref.txt", "--json", "--workers", "1", "--hyp",
+                          tmp_path / "hyp.txt")
+    assert code == 0 and json.loads(stdout)["sentences"] == 3
+    assert (tmp_path / "hyp.txt").read_text() == "".join(t + "\n" for t in expected)
+    # (the figures and the explorer search with --beam, 4 by default; T5's own search is greedy)
+    code, stdout, _ = run(capsys, "viz", "attention", "--model", out, sentences[1], "--beam", "1",
+                          "--out", tmp_path / "figures")
+    assert code == 0 and f"output: {expected[1]}" in stdout
+    code, stdout, _ = run(capsys, "viz", "relative-bias", "--model", out, "--out",
+                          tmp_path / "figures")
+    assert code == 0 and (tmp_path / "figures" / "relative-bias.png").is_file()
+    seen = Inspector.load(out).run(sentences[1], beam=1)
+    assert seen.output == expected[1] and seen.labels["target"][0] == "<s>"
+    assert seen.labels["source"][-1] == "</s>"
