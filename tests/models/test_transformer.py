@@ -311,3 +311,9 @@ def test_t5_relative_bias_makes_the_encoder_order_aware_without_positions():
         with torch.no_grad():
             a, b = model.encode(src)[:, perm], model.encode(src[:, perm])
         assert ((a - b).abs().max() > 1e-4) == order_aware
+
+
+def test_t5_small_preset_has_t5_smalls_parameter_count():
+    """transformers' T5ForConditionalGeneration(T5Config()) (google-t5/t5-small) has 60,506,624
+    parameters: the shared embedding, two relative bias tables, no biases, RMSNorm gains."""
+    assert Transformer(preset("t5-small")).num_parameters() == 60_506_624
