@@ -346,3 +346,28 @@ def test_an_imported_t5_is_a_translation_folder_for_every_command(imported_t5, t
     seen = Inspector.load(out).run(sentences[1], beam=1)
     assert seen.output == expected[1] and seen.labels["target"][0] == "<s>"
     assert seen.labels["source"][-1] == "</s>"
+
+
+@pytest.mark.parametrize("name, options, message", [
+    ("t5-tiny", {"norm": "layer_norm"}, "model.norm='layer_norm': T5 has norm='rms_norm'"),
+    ("t5-tiny", {"positions": "sinusoidal"}, "model.positions='sinusoidal': T5 has positions='none'"),
+    ("bart-tiny", {"relative_attention_num_buckets": 32},
+     "model.relative_attention_num_buckets=32: BART has relative_attention_num_buckets=0")])
+def test_a_model_mixing_t5_and_other_options_is_refused_naming_the_option(tmp_path, capsys, name,
+                                                                          options, message):
+    """T5's relative bias with an option T5 lacks (or with BART's, which the BART export
+    takes first): refused in one line, nothing written."""
+    from aiayn import Transformer, preset
+    from aiayn.data.tokenizer import Tokenizer
+    from aiayn.tasks.translation import Translator
+
+    tok = Tokenizer.train(ENGLISH * 5, 120)
+    model = Transformer(preset(name, vocab_size=tok.vocab_size, d_model=16, n_heads=2, d_ff=32,
+                               n_layers=1, **options))
+    Translator(model, tok).save(tmp_path / "mt")
+    capsys.readouterr()
+    assert main(["export", "hf", "--model", str(tmp_path / "mt"), "--out",
+                 str(tmp_path / "hf")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and message in err, err
+    assert not (tmp_path / "hf").exists()
