@@ -352,7 +352,9 @@ def test_an_imported_t5_is_a_translation_folder_for_every_command(imported_t5, t
     ("t5-tiny", {"norm": "layer_norm"}, "model.norm='layer_norm': T5 has norm='rms_norm'"),
     ("t5-tiny", {"positions": "sinusoidal"}, "model.positions='sinusoidal': T5 has positions='none'"),
     ("bart-tiny", {"relative_attention_num_buckets": 32},
-     "model.relative_attention_num_buckets=32: BART has relative_attention_num_buckets=0")])
+     "model.relative_attention_num_buckets=32: BART has relative_attention_num_buckets=0"),
+    ("tiny", {"norm": "rms_norm"}, "model.norm='rms_norm': Marian has norm='layer_norm'"),
+    ("tiny", {"gated_ffn": True}, "model.gated_ffn=True: Marian has gated_ffn=False")])
 def test_a_model_mixing_t5_and_other_options_is_refused_naming_the_option(tmp_path, capsys, name,
                                                                           options, message):
     """T5's relative bias with an option T5 lacks (or with BART's, which the BART export
