@@ -259,6 +259,32 @@ def test_the_weights_of_a_bart_model_without_its_head_import_too(hf_bart_folder,
     assert not mt.model.output.bias.any()
 
 
+def test_a_source_past_max_len_keeps_its_end_marker_as_transformers_truncates(hf_bart_folder,
+                                                                            tmp_path):
+    """A long source (a summarizer's document) is cut as BartTokenizer(truncation=True) cuts
+    it: <s>, the first subwords, </s>; and translated as generate() translates that."""
+    folder, sentences = hf_bart_folder
+    assert main(["import", "hf-bart", str(folder), "--out", str(tmp_path / "mt")]) == 0
+    mt = aiayn.load(tmp_path / "mt")
+    hf, hf_tok = _hf(folder)
+    document = " ".join((sentences[4:] + sentences[:4]) * 3)
+    inputs = hf_tok([document], truncation=True, max_length=64, return_tensors="pt")
+    ids = mt.fit_source(mt.encode_source(document))
+    assert len(mt.encode_source(document)) > 64 and ids == inputs["input_ids"][0].tolist()
+    assert ids[0] == 0 and ids[-1] == EOS
+    from aiayn.generation.search import decode_ids
+
+    with torch.no_grad():
+        hf_out = hf.generate(**inputs, num_beams=1, max_new_tokens=20)[0].tolist()
+    # (a source of max_len tokens still leaves the decoder its max_len - 1 output positions)
+    mine = decode_ids(mt.model, [ids], beam=1, **mt.search_ids())[0]
+    ended = _ended(hf_out, 20)
+    assert mine == ended if ended is not None else mine[:19] == hf_out[1:20]
+    assert len(mine) >= 3, mine  # not a translation that ends at once
+    assert ended is not None  # translate cuts it so too:
+    assert mt.translate(document, beam=1)[0] == hf_tok.decode(hf_out, skip_special_tokens=True)
+
+
 def test_the_tokenizer_of_vocab_json_and_merges_txt_alone_is_bart_s(hf_bart_folder, tmp_path):
     """BartTokenizer's original files (no tokenizer.json): the same ids, </s> and <mask> kept
     whole, the same text back."""

@@ -162,9 +162,12 @@ def decode_ids(model, src_ids: Sequence[Sequence[int]], *, beam: int = 4, alpha:
 
     def translate_batch(rows: list[int]) -> list[list[int]]:
         src = pad_ids([src_ids[i] for i in rows], pad_id).to(device)
-        # Positions 0..max_len-1 hold BOS and at most max_len - 1 output tokens.
+        # Positions 0..max_len-1 hold BOS and at most max_len - 1 output tokens (also for a
+        # source of max_len tokens, which leaves max_extra no room).
         extra = max(0, min(max_extra, max_len - 1 - src.shape[1]))
-        return search(model, src, config.replace(max_extra=extra))
+        cap = max_len - 1 if config.max_new_tokens is None else min(config.max_new_tokens,
+                                                                     max_len - 1)
+        return search(model, src, config.replace(max_extra=extra, max_new_tokens=cap))
 
     batches = [todo[start:start + batch_size] for start in range(0, len(todo), batch_size)]
     for rows, out in zip(batches, map_batches(translate_batch, batches, workers), strict=True):

@@ -271,6 +271,15 @@ class Translator:
             ids = [self.special["bos"], *ids]
         return ids + [self.special["eos"]] if self.meta.get("source_eos") else ids
 
+    def fit_source(self, ids: list[int]) -> list[int]:
+        """Source ids cut to the model's max_len. A source that ends in </s> (meta
+        "source_eos": Marian's, BART's) keeps it, its subwords cut instead, as transformers'
+        tokenizers truncate (truncation=True)."""
+        limit = self.model.config.max_len
+        if len(ids) <= limit:
+            return ids
+        return ids[:limit - 1] + ids[-1:] if self.meta.get("source_eos") else ids[:limit]
+
     def length_limits(self) -> dict[str, Any]:
         """The lengths an imported model's own search sets (meta "generation": BART's
         min_length / max_length, in output tokens, and its </s> forced at the limit), as
@@ -336,6 +345,7 @@ class Translator:
         if long and warn is not None:
             warn(f"{len(long)} input sentence(s) longer than the model's {limit} positions are "
                  f"cut to {limit} tokens (the first: sentence {long[0] + 1})")
+        ids = [self.fit_source(x) for x in ids]
         out = decode_ids(self.model, ids, batch_size=batch_size, max_extra=max_extra,
                          device=self.device, workers=workers, **opts, **self.search_ids(),
                          **self.length_limits())
@@ -355,7 +365,7 @@ class Translator:
             raise UserError(f"{len(sources)} sources but {len(targets)} targets")
         limit, special = self.model.config.max_len, self.special
         first = [] if special.get("forced_bos") is None else [special["forced_bos"]]
-        pairs = [(self.encode_source(s)[:limit],
+        pairs = [(self.fit_source(self.encode_source(s)),
                   (first + self.tokenizer.encode(t.strip()))[:limit - 1])
                  for s, t in zip(sources, targets, strict=True)]
         out: list[dict[str, float]] = []
@@ -385,7 +395,7 @@ class Translator:
         if translation is None:
             translation = self.translate([source], beam=1)[0]
         tok = self.tokenizer
-        src_ids = self.encode_source(source)[:self.model.config.max_len]
+        src_ids = self.fit_source(self.encode_source(source))
         forced = self.special.get("forced_bos")  # an imported BART's <s>, first in every output
         tgt_ids = ([] if forced is None else [forced]) + tok.encode(translation)
         tgt_ids = tgt_ids[:self.model.config.max_len - 1]

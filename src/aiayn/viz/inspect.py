@@ -109,7 +109,7 @@ class Inspector:
     def _translate(self, text: str, beam: int) -> Inspection:
         from aiayn.tasks.translation import decode_ids
         tr = self.obj
-        src_ids = tr.encode_source(text)[: self.max_len]
+        src_ids = tr.fit_source(tr.encode_source(text))[: self.max_len]
         out_ids = decode_ids(tr.model, [src_ids], device=tr.device,
                              **tr.search_options(beam=beam), **tr.search_ids(),
                              **tr.length_limits())[0]
