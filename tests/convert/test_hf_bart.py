@@ -77,7 +77,8 @@ def test_an_imported_bart_has_the_same_tokens_logits_and_translations(hf_bart_fo
     assert "imported" in capsys.readouterr().out
     hf, hf_tok = _hf(folder)
     mt = aiayn.load(out)
-    assert mt.special == {"bos": 0, "pad": PAD, "eos": EOS, "unk": 3, "decoder_start": EOS}
+    assert mt.special == {"bos": 0, "pad": PAD, "eos": EOS, "unk": 3, "mask": 4,
+                          "decoder_start": EOS}
     for text in sentences:  # <s> ... </s>, in BART's own ids
         assert mt.encode_source(text) == hf_tok(text)["input_ids"], text
     # Teacher-forced logits of a padded batch (pad 1, masked on both sides).
@@ -145,6 +146,8 @@ def test_a_bart_exports_back_as_the_same_bart_and_round_trips_bit_for_bit(hf_bar
     assert type(again).__name__ == "BartForConditionalGeneration"
     inputs = hf_tok(sentences[:2], return_tensors="pt", padding=True)
     assert again_tok(sentences[:2], padding=True)["input_ids"] == inputs["input_ids"].tolist()
+    assert again_tok.mask_token == "<mask>" and again_tok("a <mask>")["input_ids"] == \
+        hf_tok("a <mask>")["input_ids"]
     tgt_in = torch.tensor([[EOS, 0, 9, 14]] * 2)
     with torch.no_grad():
         a = again(**inputs, decoder_input_ids=tgt_in).logits

@@ -282,6 +282,8 @@ def load_hf_folder(folder: Path) -> tuple[Transformer, Any, dict[str, Any]]:
         special["forced_bos"] = token
     hf = read_tokenizer(folder, special)
     special["unk"] = hf.token_to_id("<unk>")
+    if hf.token_to_id("<mask>") is not None:  # text infilling's (BART's pretraining) token
+        special["mask"] = hf.token_to_id("<mask>")
     rows = hf.get_vocab_size(with_added_tokens=True)
     if rows > config.vocab_size:
         raise UserError(f"{folder}: the tokenizer has {rows} tokens but the model only "

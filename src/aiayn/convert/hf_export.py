@@ -101,7 +101,8 @@ def export_hf(folder: str | Path, out: str | Path) -> str:
     else:  # aiayn's (data/special.py), or an imported model's own (GPT-2's <|endoftext|>)
         ids = {"bos": BOS, "eos": EOS, "pad": PAD, **meta.get("special_ids", {})}
     if family in (TRANSLATION, LANGUAGE_MODEL):
-        config.update({f"{k}_token_id": v for k, v in ids.items() if k != "unk" and v is not None})
+        config.update({f"{k}_token_id": v for k, v in ids.items()
+                       if k not in ("unk", "mask") and v is not None})  # (the tokenizer's two)
     if family != VIT and not (folder / TOKENIZER_FILE).is_file():
         raise UserError(f"{folder / TOKENIZER_FILE}: not found: the export needs the model's "
                         "tokenizer")
