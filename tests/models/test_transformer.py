@@ -317,3 +317,13 @@ def test_t5_small_preset_has_t5_smalls_parameter_count():
     """transformers' T5ForConditionalGeneration(T5Config()) (google-t5/t5-small) has 60,506,624
     parameters: the shared embedding, two relative bias tables, no biases, RMSNorm gains."""
     assert Transformer(preset("t5-small")).num_parameters() == 60_506_624
+
+
+def test_bart_base_preset_has_bart_bases_parameter_count():
+    """transformers' BartForConditionalGeneration of facebook/bart-base's config has 139,420,416
+    parameters; aiayn's bart-base has those and final_logits_bias (a buffer there, a parameter
+    here: the output layer's bias), one per token of the 50,265."""
+    with torch.device("meta"):  # the count, without allocating 140M weights
+        model = Transformer(preset("bart-base"))
+    assert model.num_parameters() == 139_420_416 + 50_265
+    assert model.src_embed.positions.weight.shape == (1024 + 2, 768)
