@@ -35,10 +35,19 @@ def test_documents_are_paragraphs_cut_to_the_models_length(tok, tmp_path):
     f = tmp_path / "t.txt"
     f.write_text("one two\n  three\n\n\nfour\tfive\n", encoding="utf-8")
     assert d.read_documents([f, f]) == ["one two three", "four five"] * 2
-    ids = tok.encode(TEXT[0])
-    pieces = d.encode_documents(tok, [TEXT[0], "the"], max_len=6)
-    assert all(len(p) <= 5 for p in pieces) and sum(pieces, []) == ids[:len(sum(pieces, []))]
-    assert sum(len(p) for p in pieces) >= len(ids) - 1  # a 1-token tail (or doc) is left out
+    class Ids:  # a tokenizer whose "texts" are their ids already
+        encode_batch = staticmethod(lambda docs: [list(doc) for doc in docs])
+
+    def pieces(*docs, max_len):
+        return d.encode_documents(Ids(), [list(x) for x in docs], max_len)
+
+    # whole documents share a piece while they fit; a longer one is cut, its tail going on
+    assert pieces(range(3), range(10, 12), range(20, 22), max_len=6) == \
+        [[0, 1, 2, 10, 11], [20, 21]]
+    assert pieces(range(2), range(10, 22), [30], max_len=6) == \
+        [[0, 1], [10, 11, 12, 13, 14], [15, 16, 17, 18, 19], [20, 21, 30]]
+    assert pieces([1], [2], max_len=2) == []  # pieces of 1 token: nothing to corrupt
+    assert d.encode_documents(tok, [TEXT[0]] * 2, 64) == [tok.encode(TEXT[0]) * 2]
     with pytest.raises(UserError, match="text file not found"):
         d.read_documents([tmp_path / "missing.txt"])
 

@@ -10,12 +10,14 @@ import torch
 import yaml
 
 from aiayn.data import denoising
+from aiayn.data.batching import collate
 from aiayn.data.noising import fill_spans
 from aiayn.data.tokenizer import Tokenizer
 from aiayn.errors import UserError
 from aiayn.folder import load_model
 from aiayn.generation.search import decode_ids
 from aiayn.tasks import translation
+from aiayn.training.checkpoint import load_train_state
 from tests.builders import run, write_config
 
 LETTERS = "a b c d e f g h".split()
@@ -25,7 +27,7 @@ def cyclic_text(n, seed):
     """Paragraphs that run through a b c ... h a b ... from a random letter: every token follows
     from its neighbours, so a tiny model can restore what a corruption took out."""
     rng = random.Random(seed)
-    return [" ".join(LETTERS[(start + i) % 8] for i in range(rng.randint(10, 16)))
+    return [" ".join(LETTERS[(start + i) % 8] for i in range(rng.randint(30, 60)))
             for start in (rng.randrange(8) for _ in range(n))]
 
 
@@ -45,22 +47,28 @@ def quiet(_):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("objective, least", [("span", 0.9), ("infill", 0.5)])
+@pytest.mark.parametrize("objective, least", [("span", 0.75), ("infill", 0.95)])
 def test_a_tiny_model_learns_to_undo_the_corruption(tmp_path, objective, least):
-    """300 updates (~8 s each): at seed 0, greedy decoding restores 100% (span) and 70% (infill)
-    of 50 unseen documents exactly, each corrupted afresh."""
-    exp = translation.experiment(pretrain_config(tmp_path, objective))
+    """600 updates (~17 s each) on cyclic paragraphs; on 50 unseen ones, each corrupted afresh,
+    the model predicts the target's tokens (teacher-forced: the spans, or the whole text) with an
+    accuracy of 0.81 (span) and 0.975 (infill) at seed 0, from 0.10 and 0.12 after 20 updates.
+    (Copying the input's kept tokens alone gives infilling ~0.7.) Greedy decoding then restores
+    8% and 14% of the documents exactly, every token of 30 to 60."""
+    exp = translation.experiment(pretrain_config(tmp_path, objective, max_steps=600,
+                                                 max_tokens=2000))
     folder = translation.train(exp, say=quiet).folder
     model, _ = load_model(folder)
     tok = Tokenizer.load(folder)
     special = denoising.objective_ids(tok, objective)
-    docs = denoising.encode_documents(tok, cyclic_text(50, 99), 64)
+    docs = tok.encode_batch(cyclic_text(50, 99))  # one document each (none packed)
     pairs = denoising.corrupt_documents(docs, objective, special, seed=5, epoch=0, max_len=64)
+    with torch.no_grad():
+        _, n, extra = translation.translation_loss(0.0)(model, collate(pairs))
+    assert extra["accuracy"] / n >= least
     hyps = decode_ids(model, [s for s, _ in pairs], beam=1)
     if objective == "span":  # the output is the spans: filled into the input, the document
         hyps = [fill_spans(s, h, special) for (s, _), h in zip(pairs, hyps, strict=True)]
-    exact = sum(h == doc for h, doc in zip(hyps, docs, strict=True)) / len(docs)
-    assert exact >= least
+    assert sum(h == doc for h, doc in zip(hyps, docs, strict=True)) >= 3
 
 
 def weights(folder):
@@ -69,13 +77,16 @@ def weights(folder):
 
 @pytest.mark.parametrize("objective", denoising.OBJECTIVES)
 def test_a_resumed_pretraining_run_is_the_uninterrupted_one(tmp_path, objective):
-    """Epochs of ~4 batches, so the run crosses several epochs, each with its own corruption,
-    and stops mid-epoch: resumed from step 10, step 20 is bitwise the straight run's."""
+    """Epochs of 5 (span) or 7 (infill) batches, so the run crosses epochs, each with its own
+    corruption, and stops mid-epoch (epoch 2 batch 1, epoch 1 batch 4): resumed from step 11,
+    step 20 is bitwise the straight run's."""
     cfg = pretrain_config(tmp_path, objective, max_steps=20, max_tokens=4000, save_every=10)
     cfg["model"]["dropout"] = 0.1  # the resumed run must also restore the dropout RNG
     straight = translation.train(translation.experiment(cfg), say=quiet).folder
-    half = translation.experiment(cfg, ["train.max_steps=10"], out=tmp_path / "half")
+    half = translation.experiment(cfg, ["train.max_steps=11"], out=tmp_path / "half")
     translation.train(half, say=quiet)
+    stopped = load_train_state(tmp_path / "half")["data"]
+    assert stopped["epoch"] >= 1 and stopped["index"] >= 1
     whole = translation.experiment(cfg, out=tmp_path / "half")
     resumed = translation.train(whole, resume=True, say=quiet).folder
     a, b = weights(straight), weights(resumed)
@@ -150,7 +161,7 @@ def test_pretrain_from_the_command_line_then_fine_tune(tmp_path, capsys):
     (tmp_path / "c.yaml").write_text(yaml.safe_dump(cfg), encoding="utf-8")
     code, out, err = run(capsys, "train", tmp_path / "c.yaml", "--text", tmp_path / "toy.txt",
                          "--out", tmp_path / "m")
-    assert code == 0 and "trained 6 steps" in out and "training documents" in err
+    assert code == 0 and "trained 6 steps" in out and "training pieces of text" in err
     code, out, _ = run(capsys, "train", tmp_path / "c.yaml", "--text", tmp_path / "toy.txt",
                        "--out", tmp_path / "m", "--resume", "train.max_steps=8")
     assert code == 0 and "trained 8 steps" in out

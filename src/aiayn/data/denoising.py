@@ -10,8 +10,8 @@ run trains on (`aiayn train pretrain-span --text FILE...`, data.objective):
             glues "." to other punctuation, so sentence ends are not single tokens: left out.)
 
 A document is a paragraph of a text file (lines up to a blank line, whitespace runs made one
-space), or a source sentence of a corpus; a document longer than the model's max_len - 1 tokens
-is cut into pieces of that length (the target with its </s> must fit max_len).
+space), or a source sentence of a corpus. Documents are packed, in order and whole, into pieces of
+up to max_len - 1 tokens (the target with its </s> must fit max_len); a longer one is cut.
 
 The objective's tokens are added to the trained tokenizer as special tokens (saved with it in
 tokenizer.json, skipped by decode): T5's 100 sentinels, <extra_id_0> the very last id as T5 has
@@ -96,10 +96,22 @@ def read_documents(paths: Sequence[str | Path]) -> list[str]:
 
 
 def encode_documents(tok: Tokenizer, docs: Sequence[str], max_len: int) -> list[list[int]]:
-    """Token ids of each document, cut into pieces of max_len - 1 tokens; documents of fewer
-    than 2 tokens are left out (nothing to corrupt)."""
+    """Token ids of the documents, packed into pieces of at most max_len - 1 tokens: consecutive
+    documents share a piece while they fit in it whole (T5 packs its text too: alone, a short
+    document would get one noise span, always at its end); a longer one is cut into pieces of
+    that length, its tail starting the next piece. Pieces of under 2 tokens are left out."""
     size = max_len - 1
-    pieces = [ids[i:i + size] for ids in tok.encode_batch(docs) for i in range(0, len(ids), size)]
+    pieces: list[list[int]] = []
+    piece: list[int] = []
+    for ids in tok.encode_batch(docs):
+        if piece and len(piece) + len(ids) > size:
+            pieces.append(piece)
+            piece = []
+        whole = len(ids) // size * size if len(ids) > size else 0
+        pieces += [ids[i:i + size] for i in range(0, whole, size)]
+        piece += ids[whole:]
+    if piece:
+        pieces.append(piece)
     return [p for p in pieces if len(p) >= 2]
 
 

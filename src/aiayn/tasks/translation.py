@@ -482,12 +482,12 @@ def train(exp: Experiment, resume: bool = False, out: str | Path | None = None,
         distributed.check_same(tok.to_json(), "the tokenizer")
         model_cfg = model.config
         train_ids, valid_ids, special = _encode(tok, splits, data, model_cfg.max_len, cfg.seed)
-        what = "documents" if data.objective else "pairs"
         if len(splits["valid"]) > data.valid_pairs and not data.corpus:  # the user's own file
             say(f"warning: validation uses the first {data.valid_pairs} of {len(splits['valid'])} "
-                f"{what} (data.valid_pairs)")
+                f"{'documents' if data.objective else 'pairs'} (data.valid_pairs)")
         if not train_ids:
             raise UserError(f"no training pair fits max_len={model_cfg.max_len}")
+        what = "pieces of text" if data.objective else "pairs"  # documents packed to max_len
         say(f"data: {len(train_ids)} training {what}, {len(valid_ids)} validation {what}, "
             f"vocabulary {tok.vocab_size} ({time.monotonic() - t0:.1f} s)")
         say(f"model: {model.num_parameters():,} parameters (d_model {model_cfg.d_model}, "
