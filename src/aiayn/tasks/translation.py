@@ -64,9 +64,10 @@ class DataConfig(Config):
     valid_tgt: str | None = field(default=None, metadata={
         "help": "validation targets, aligned with valid_src"})
     tokenizer: str = field(default="bpe", metadata={
-        "help": "§5.1: byte-pair encoding, one vocabulary for both languages"})
+        "help": "§5.1: byte-pair encoding, one vocabulary for both languages (with model.init: "
+                "the pretrained folder's)"})
     vocab_size: int = field(default=8000, metadata={
-        "help": "joint source-target subword vocabulary (§5.1)"})
+        "help": "joint source-target subword vocabulary (§5.1; with model.init: the folder's)"})
     split_digits: bool = field(default=True, metadata={
         "help": "every digit a token; false: digit runs may merge (SentencePiece)"})
     source_eos: bool = field(default=False, metadata={
