@@ -68,7 +68,7 @@ def test_a_tiny_model_learns_to_undo_the_corruption(tmp_path, objective, least):
     hyps = decode_ids(model, [s for s, _ in pairs], beam=1)
     if objective == "span":  # the output is the spans: filled into the input, the document
         hyps = [fill_spans(s, h, special) for (s, _), h in zip(pairs, hyps, strict=True)]
-    assert sum(h == doc for h, doc in zip(hyps, docs, strict=True)) >= 3
+    assert sum(h == doc for h, doc in zip(hyps, docs, strict=True)) >= 2  # 4 and 7 at seed 0
 
 
 def weights(folder):
