@@ -419,16 +419,7 @@ def import_hf_marian(folder: str | Path, out: str | Path) -> Translator:
     """A transformers MarianMTModel folder (config.json + model.safetensors, with OPUS-MT's
     vocab.json + source.spm or a tokenizer.json) -> an aiayn translation folder `out` (new or
     empty) that translates as the Marian model does. Offline; see convert/hf_marian.py."""
-    from aiayn.convert.hf_marian import load_hf_folder
-    from aiayn.folder import new_folder, require_new_folder
-
-    folder, out = Path(folder), require_new_folder(out)
-    model, hf, notes = load_hf_folder(folder)
-    meta = {"task": "translation", "source": str(folder), "imported": "hf-marian", **notes}
-    translator = Translator(model, Tokenizer(hf), "cpu", meta)
-    with new_folder(out):
-        translator.save(out)
-    return translator
+    return _import_hf("marian", folder, out)
 
 
 def import_hf_bart(folder: str | Path, out: str | Path) -> Translator:
@@ -436,16 +427,7 @@ def import_hf_bart(folder: str | Path, out: str | Path) -> Translator:
     tokenizer.json or vocab.json + merges.txt) -> an aiayn translation folder `out` (new or
     empty) that translates as the BART model does, with BART's own special ids (meta
     "special_ids"). Offline; see convert/hf_bart.py."""
-    from aiayn.convert.hf_bart import load_hf_folder
-    from aiayn.folder import new_folder, require_new_folder
-
-    folder, out = Path(folder), require_new_folder(out)
-    model, hf, notes = load_hf_folder(folder)
-    meta = {"task": "translation", "source": str(folder), "imported": "hf-bart", **notes}
-    translator = Translator(model, Tokenizer(hf, check_specials=False), "cpu", meta)
-    with new_folder(out):
-        translator.save(out)
-    return translator
+    return _import_hf("bart", folder, out, check_specials=False)
 
 
 def import_hf_t5(folder: str | Path, out: str | Path) -> Translator:
@@ -453,13 +435,20 @@ def import_hf_t5(folder: str | Path, out: str | Path) -> Translator:
     tokenizer.json or spiece.model) -> an aiayn translation folder `out` (new or empty) that
     translates as the T5 model does, its ids renumbered to aiayn's special ids. Offline; see
     convert/hf_t5.py."""
-    from aiayn.convert.hf_t5 import load_hf_folder
+    return _import_hf("t5", folder, out)
+
+
+def _import_hf(kind: str, folder: str | Path, out: str | Path,
+               check_specials: bool = True) -> Translator:
+    """The folder of convert/hf_{kind}.py's load_hf_folder, written into `out` by its one writer."""
+    from aiayn.convert import hf_bart, hf_marian, hf_t5
     from aiayn.folder import new_folder, require_new_folder
 
+    load_hf_folder = {"marian": hf_marian, "bart": hf_bart, "t5": hf_t5}[kind].load_hf_folder
     folder, out = Path(folder), require_new_folder(out)
     model, hf, notes = load_hf_folder(folder)
-    meta = {"task": "translation", "source": str(folder), "imported": "hf-t5", **notes}
-    translator = Translator(model, Tokenizer(hf), "cpu", meta)
+    meta = {"task": "translation", "source": str(folder), "imported": f"hf-{kind}", **notes}
+    translator = Translator(model, Tokenizer(hf, check_specials=check_specials), "cpu", meta)
     with new_folder(out):
         translator.save(out)
     return translator
