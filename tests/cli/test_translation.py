@@ -525,3 +525,18 @@ def test_eval_rouge_on_request_and_for_a_summarization_model(trained, capsys):
     assert code == 0 and "ROUGE-1 " in out and "ROUGE-L " in out
     assert _trained_on({"experiment": {"data": {"corpus": "stdlib-docstrings"}}}) == "stdlib-docstrings"
     assert _trained_on({"family": "transformer"}) is None
+
+
+def test_summarize_is_translate_over_whole_texts(trained, capsys, monkeypatch):
+    """`aiayn summarize` folds each text to one line (as the corpus's texts are) and decodes it
+    as `translate` does; - reads all of stdin as one text."""
+    import io
+
+    _, _, model = trained
+    code, want, _ = run(capsys, "translate", "--model", model, "1 2 3", "4 5")
+    assert code == 0
+    code, got, _ = run(capsys, "summarize", "--model", model, "1 2\n 3", "4   5")
+    assert code == 0 and got == want
+    monkeypatch.setattr("sys.stdin", io.StringIO("1\n2\n3\n"))
+    code, got, _ = run(capsys, "summarize", "--model", model, "-")
+    assert code == 0 and got == want.splitlines(keepends=True)[0]

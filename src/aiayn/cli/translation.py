@@ -64,6 +64,14 @@ def register(sub) -> None:
                    help="sentences to translate (default: read one per line from stdin)")
     p.set_defaults(func=_translate)
 
+    p = sub.add_parser("summarize", help="summarize texts with a sequence-to-sequence model "
+                       "(e.g. one trained by `aiayn train summarize-small`)")
+    _model_args(p)
+    p.add_argument("texts", nargs="+", metavar="TEXT",
+                   help="texts to summarize, each folded to one line as the corpus's are; "
+                        "- reads one text from stdin (all of it)")
+    p.set_defaults(func=_summarize)
+
     p = sub.add_parser("eval", help="sacreBLEU, chrF, exact match and speed on a test set")
     _model_args(p)
     p.add_argument("--src", required=True, help="source sentences, one per line")
@@ -198,6 +206,14 @@ def _translate(args: argparse.Namespace) -> int:
         print(line)
     sys.stdout.flush()
     return 0
+
+
+def _summarize(args: argparse.Namespace) -> int:
+    """`translate` over whole texts: a summarizer is an encoder-decoder trained on (text, summary)
+    pairs, whose texts (stdlib-docstrings' bodies) are single lines."""
+    args.sentences = [" ".join((sys.stdin.read() if text == "-" else text).split())
+                      for text in args.texts]
+    return _translate(args)
 
 
 @runs_model
