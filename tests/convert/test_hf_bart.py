@@ -364,6 +364,7 @@ def test_a_bart_folder_without_its_tokenizer_is_refused(hf_bart_folder, tmp_path
     assert not (tmp_path / "mt").exists()
 
 
+@pytest.mark.slow  # end-to-end: every command on the folder
 def test_an_imported_bart_is_a_translation_folder_for_every_command(hf_bart_folder, tmp_path,
                                                                    capsys):
     """translate, eval, viz attention and the explorer (serve) read it as any translation

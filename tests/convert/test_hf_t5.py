@@ -315,6 +315,7 @@ def test_a_translator_trained_from_the_t5_tiny_preset_exports_as_a_t5(tmp_path, 
             assert decode_ids(mt.model, [ids], beam=1)[0] == out[:out.index(2)], text
 
 
+@pytest.mark.slow  # end-to-end: every command on the folder
 def test_an_imported_t5_is_a_translation_folder_for_every_command(imported_t5, tmp_path, capsys):
     """translate, eval, viz attention, viz relative-bias and the explorer (serve) read it as any
     translation folder: the same translations everywhere, <s> (T5's <pad> row) the decoder's

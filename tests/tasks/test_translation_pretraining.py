@@ -75,6 +75,7 @@ def weights(folder):
     return load_model(folder)[0].state_dict()
 
 
+@pytest.mark.slow  # a run, stopped, resumed and run again: ~2 s each
 @pytest.mark.parametrize("objective", denoising.OBJECTIVES)
 def test_a_resumed_pretraining_run_is_the_uninterrupted_one(tmp_path, objective):
     """Epochs of 5 (span) or 7 (infill) batches, so the run crosses epochs, each with its own
