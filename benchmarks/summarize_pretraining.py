@@ -12,6 +12,7 @@ Reported: ROUGE-1/2/L F-measures with stemming (rouge-score, mean over pairs) of
 summaries of the --split's bodies, beam search as `aiayn eval` does it.
 
     python benchmarks/summarize_pretraining.py --minutes 60 --out runs/bench-pretrain
+    python benchmarks/summarize_pretraining.py --minutes 20 --threads 1 --together --out runs/b
     python benchmarks/summarize_pretraining.py --minutes 1 --pairs 50 --out /tmp/b \\
         --set model.d_model=64 --set model.d_ff=128       # a check that it runs, not a result
 """
@@ -19,7 +20,9 @@ summaries of the --split's bodies, beam search as `aiayn eval` does it.
 from __future__ import annotations
 
 import argparse
+import multiprocessing
 import time
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 from aiayn.data.corpora import load_corpus
@@ -29,14 +32,24 @@ from aiayn.tasks import translation
 CORPUS = "stdlib-docstrings"
 
 
-def run(config: str, overrides: list[str], out: Path, minutes: float) -> tuple[Path, float]:
-    """Train the built-in `config` for `minutes` into `out` -> (folder, seconds)."""
-    start = time.perf_counter()
+def run(config: str, overrides: list[str], out: Path, minutes: float) -> tuple[Path, float, float]:
+    """Train the built-in `config` for `minutes` into `out` -> (folder, wall s, CPU s)."""
+    start, cpu = time.perf_counter(), time.process_time()
     exp = translation.experiment(config, [*overrides, f"train.max_minutes={minutes}",
                                           "train.progress=false", "train.tensorboard=false"],
                                  out=out)
     result = translation.train(exp, say=lambda m: print(f"  {out.name}: {m}", flush=True))
-    return result.folder, time.perf_counter() - start
+    return result.folder, time.perf_counter() - start, time.process_time() - cpu
+
+
+def pretrain_then_tune(common: list[str], objective: str, out: Path, pre_minutes: float,
+                       tune_minutes: float) -> tuple[Path, float, float]:
+    """(b): pretrain, then fine-tune from it -> (fine-tuned folder, wall s, CPU s) of both."""
+    pretrained, w_pre, c_pre = run("pretrain-span", [*common, f"data.objective={objective}"],
+                                   out / "pretrain", pre_minutes)
+    tuned, w_tune, c_tune = run("summarize-small", [*common, f"model.init={pretrained}"],
+                                out / "finetuned", tune_minutes)
+    return tuned, w_pre + w_tune, c_pre + c_tune
 
 
 def summarize(folder: Path, bodies: list[str], beam: int) -> list[str]:
@@ -56,6 +69,9 @@ def main() -> None:
     p.add_argument("--pairs", type=int, default=None, help="score the first N pairs only")
     p.add_argument("--beam", type=int, default=4, help="beam size (default 4, §6.1)")
     p.add_argument("--threads", type=int, default=None, help="train.threads (default: torch's)")
+    p.add_argument("--together", action="store_true",
+                   help="train (a) and (b) at the same time in two processes (with --threads 1 on "
+                        "2 cores: whatever else loads the machine slows both alike)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="an override for every run (model.d_model=64), e.g. for a quick check")
     args = p.parse_args()
@@ -63,28 +79,32 @@ def main() -> None:
     out = Path(args.out)
     common = [*args.set, *([f"train.threads={args.threads}"] if args.threads else [])]
     pre_minutes = args.minutes * args.pretrain_share
-    scratch, t_scratch = run("summarize-small", common, out / "scratch", args.minutes)
-    pretrained, t_pre = run("pretrain-span", [*common, f"data.objective={args.objective}"],
-                            out / "pretrain", pre_minutes)
-    tuned, t_tune = run("summarize-small", [*common, f"model.init={pretrained}"],
-                        out / "finetuned", args.minutes - pre_minutes)
+    a_args = ("summarize-small", common, out / "scratch", args.minutes)
+    b_args = (common, args.objective, out, pre_minutes, args.minutes - pre_minutes)
+    if args.together:
+        with ProcessPoolExecutor(2, mp_context=multiprocessing.get_context("spawn")) as pool:
+            a, b = pool.submit(run, *a_args), pool.submit(pretrain_then_tune, *b_args)
+            (scratch, w_a, c_a), (tuned, w_b, c_b) = a.result(), b.result()
+    else:
+        scratch, w_a, c_a = run(*a_args)
+        tuned, w_b, c_b = pretrain_then_tune(*b_args)
 
     pairs = load_corpus(CORPUS)[args.split][:args.pairs]
     bodies, refs = [b for b, _ in pairs], [s for _, s in pairs]
-    rows = [("(a) scratch", t_scratch, summarize(scratch, bodies, args.beam)),
-            (f"(b) {args.objective} pretrained + fine-tuned", t_pre + t_tune,
+    rows = [("(a) scratch", w_a, c_a, summarize(scratch, bodies, args.beam)),
+            (f"(b) {args.objective} pretrained + fine-tuned", w_b, c_b,
              summarize(tuned, bodies, args.beam)),
-            ("(c) lead-1", 0.0, [lead(b) for b in bodies])]
+            ("(c) lead-1", 0.0, 0.0, [lead(b) for b in bodies])]
     print()
     print(f"{CORPUS} {args.split}, {len(pairs):,} pairs; training budget {args.minutes:g} min "
           f"each ((b): {pre_minutes:g} pretraining + {args.minutes - pre_minutes:g} fine-tuning), "
           f"beam {args.beam}")
     print()
-    print("| system | wall s (train + load) | ROUGE-1 | ROUGE-2 | ROUGE-L |")
-    print("|---|---:|---:|---:|---:|")
-    for name, seconds, hyps in rows:
+    print("| system | wall s (train + load) | CPU s | ROUGE-1 | ROUGE-2 | ROUGE-L |")
+    print("|---|---:|---:|---:|---:|---:|")
+    for name, wall, cpu, hyps in rows:
         s = rouge_scores(hyps, refs)
-        print(f"| {name} | {seconds:.0f} | {s['rouge1']:.2f} | {s['rouge2']:.2f} | "
+        print(f"| {name} | {wall:.0f} | {cpu:.0f} | {s['rouge1']:.2f} | {s['rouge2']:.2f} | "
               f"{s['rougeL']:.2f} |")
 
 
