@@ -191,6 +191,17 @@ def test_split_sentences_cuts_after_each_stop():
     assert permute_sentences([7], {STOP}, 0) == [7]
 
 
+def test_with_word_starts_a_stop_ends_a_sentence_only_before_a_new_word():
+    WORD = {21, 22}  # ids that start a word ("▁..."): a space before them
+    ids = [11, STOP, 12, STOP, 21, 13, STOP, 22, STOP]  # "a.b. Xc. Y."
+    assert split_sentences(ids, {STOP}, WORD) == [[11, STOP, 12, STOP], [21, 13, STOP], [22, STOP]]
+    orders = {tuple(permute_sentences(ids, {STOP}, seed, WORD)) for seed in range(40)}
+    assert len(orders) == 6 and all(p[p.index(11):p.index(11) + 4] == (11, STOP, 12, STOP)
+                                    for p in orders)
+    inputs, targets = bart_noise(ids, MASK, {STOP}, 0, word_starts=WORD)
+    assert targets == ids and MASK in inputs
+
+
 def test_bart_noise_targets_are_the_original():
     ids = [11, 12, STOP, 13, 14, 15, STOP, 16, STOP]
     inputs, targets = bart_noise(ids, MASK, {STOP}, 0)

@@ -171,6 +171,42 @@ def test_pretrain_from_the_command_line_then_fine_tune(tmp_path, capsys):
     assert {**pre.model, "init": "x"} == tune.model and pre.data.objective == "span"
 
 
+def test_the_permutation_objectives_train_on_shuffled_sentences_of_the_text(tmp_path, monkeypatch):
+    """data.objective=permute / infill+permute (BART §2.2, §5.1) through translation.train: the
+    batches' targets are the documents, their sources the same sentences in another order
+    (permute) or <mask>ed (infill+permute); the folder's tokenizer has <mask> for the latter."""
+    sentences = [" ".join(LETTERS[i:i + 3]).capitalize() + "." for i in range(6)]  # "A b c."
+    paragraphs = [" ".join(random.Random(k).sample(sentences, 4)) for k in range(60)]
+    (tmp_path / "s.txt").write_text("\n\n".join(paragraphs) + "\n", encoding="utf-8")
+    seen = []
+    trainer = translation.Trainer
+
+    def spy(model, cfg, batches, *args, **kwargs):
+        seen.append(batches.plan(0))
+        return trainer(model, cfg, batches, *args, **kwargs)
+
+    monkeypatch.setattr(translation, "Trainer", spy)
+    for objective in ("permute", "infill+permute"):
+        cfg = pretrain_config(tmp_path, objective, out=objective, max_steps=2)
+        cfg["data"]["text"] = [str(tmp_path / "s.txt")]
+        folder = translation.train(translation.experiment(cfg), say=quiet).folder
+        tok = Tokenizer.load(folder)
+        stops = denoising.sentence_stops(tok)
+        pairs = [p for b in seen.pop() for p in b]
+        assert len(pairs) > 10
+        moved = 0
+        for src, tgt in pairs:
+            assert tgt[-1] == tok.token_to_id(".")  # a piece: whole paragraphs
+            if objective == "permute":
+                split = [denoising.noising.split_sentences(x, stops.ends, stops.word_starts)
+                         for x in (src, tgt)]
+                assert sorted(split[0]) == sorted(split[1]) and len(split[1]) >= 4
+                moved += src != tgt
+            else:
+                assert tok.token_to_id("<mask>") in src
+        assert objective == "infill+permute" or moved >= len(pairs) * 0.9
+
+
 def test_init_model_refuses_another_family(tmp_path):
     from aiayn.training.finetune import init_model
 

@@ -18,8 +18,9 @@ T5's sentinels are the last ids of its vocabulary, <extra_id_0> the very last: `
 BART (Lewis et al. 2020, §2.2 "Pre-training BART"): the decoder reproduces the original document
 from a corrupted one. Text infilling: span lengths are drawn from Poisson(λ=3) until they cover
 30% of the tokens; each span becomes ONE <mask>, so the model also learns how many tokens are
-missing; a zero-length span inserts a <mask>. Sentence permutation: the document is cut after each
-full stop and the sentences shuffled. BART-large's recipe uses both (§5.1).
+missing; a zero-length span inserts a <mask>. Sentence permutation: "a document is divided into
+sentences based on full stops, and these sentences are shuffled". BART-large's recipe uses both
+(§5.1), infilling's <mask>s drawn over the permuted document.
 
 Departures from fairseq's ``DenoisingDataset`` (BART's code), which the paper does not specify:
 spans are of tokens, not of whole words; spans never overlap or touch, so the masked share is
@@ -181,30 +182,35 @@ def text_infilling(ids: Sequence[int], mask_id: int, rng: Rng = None, mask_ratio
     return out + list(ids[at:])
 
 
-def split_sentences(ids: Sequence[int], end_ids: Collection[int]) -> list[list[int]]:
-    """Cut after every token in ``end_ids`` (full stop, ?, !); trailing tokens without one form the
-    last sentence."""
+def split_sentences(ids: Sequence[int], end_ids: Collection[int],
+                    word_starts: Collection[int] | None = None) -> list[list[int]]:
+    """Cut after every token in ``end_ids`` (full stops); trailing tokens without one form the
+    last sentence. With ``word_starts``, only where the next token is one of them (a space
+    follows, as after a sentence, not in "os.path" or "3.14"); the last token always ends one."""
     sentences: list[list[int]] = [[]]
-    for token in ids:
+    for i, token in enumerate(ids):
         sentences[-1].append(token)
-        if token in end_ids:
+        if token in end_ids and (word_starts is None or i + 1 == len(ids)
+                                 or ids[i + 1] in word_starts):
             sentences.append([])
     return [s for s in sentences if s]
 
 
-def permute_sentences(ids: Sequence[int], end_ids: Collection[int], rng: Rng = None) -> list[int]:
+def permute_sentences(ids: Sequence[int], end_ids: Collection[int], rng: Rng = None,
+                      word_starts: Collection[int] | None = None) -> list[int]:
     """BART's sentence permutation: the sentences of ``split_sentences`` in a random order."""
     rng = np.random.default_rng(rng)
-    sentences = split_sentences(ids, end_ids)
+    sentences = split_sentences(ids, end_ids, word_starts)
     return [token for i in rng.permutation(len(sentences)).tolist() for token in sentences[i]]
 
 
 def bart_noise(ids: Sequence[int], mask_id: int, end_ids: Collection[int], rng: Rng = None,
-               mask_ratio: float = 0.3, poisson_lambda: float = 3.0) -> tuple[list[int], list[int]]:
+               mask_ratio: float = 0.3, poisson_lambda: float = 3.0,
+               word_starts: Collection[int] | None = None) -> tuple[list[int], list[int]]:
     """BART-large's objective (§5.1): sentence permutation, then text infilling -> (inputs,
     targets); the targets are the original document."""
     rng = np.random.default_rng(rng)
-    permuted = permute_sentences(ids, end_ids, rng)
+    permuted = permute_sentences(ids, end_ids, rng, word_starts)
     return text_infilling(permuted, mask_id, rng, mask_ratio, poisson_lambda), list(ids)
 
 

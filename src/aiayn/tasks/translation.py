@@ -79,8 +79,9 @@ class DataConfig(Config):
     valid_beam: int = field(default=1, metadata={
         "help": "beam for validation BLEU (1 = greedy: fast)"})
     objective: str | None = field(default=None, metadata={
-        "help": 'denoising pretraining: "span" (T5 span corruption) or "infill" (BART text '
-                "infilling) of the text, or of the sources of the corpus; none: aligned pairs"})
+        "help": 'denoising pretraining: "span" (T5 span corruption), "infill" (BART text '
+                'infilling), "permute" (BART sentence permutation) or "infill+permute" (both, '
+                "BART-large's) of the text, or of the sources of the corpus; none: aligned pairs"})
     text: list[str] | None = field(default=None, metadata={
         "help": "with objective: plain UTF-8 text files, a document per paragraph"})
 
@@ -177,13 +178,15 @@ def pair_batches(ids: Sequence[tuple[list[int], list[int]]], max_tokens: int, se
 
 
 def denoising_batches(docs: Sequence[list[int]], data: DataConfig, special: Sequence[int],
-                      max_len: int, max_tokens: int, seed: int) -> BatchStream:
+                      max_len: int, max_tokens: int, seed: int, stops=None) -> BatchStream:
     """Pretraining batches: every epoch a fresh corruption of each document (data/denoising.py),
-    drawn from (seed, epoch, document), batched as pair_batches does."""
+    drawn from (seed, epoch, document), batched as pair_batches does. `stops`: the tokenizer's
+    sentence_stops, for an objective that permutes sentences."""
     from aiayn.data.denoising import epoch_batches
 
     return BatchStream(plan=lambda epoch: epoch_batches(docs, data.objective, special, seed, epoch,
-                                                        max_len, max_tokens, data.source_eos),
+                                                        max_len, max_tokens, data.source_eos,
+                                                        stops),
                        collate=collate)
 
 
@@ -471,7 +474,8 @@ def train(exp: Experiment, resume: bool = False, out: str | Path | None = None,
         tok, model = _tokenizer_and_model(exp, run, texts)
         distributed.check_same(tok.to_json(), "the tokenizer")
         model_cfg = model.config
-        train_ids, valid_ids, special = _encode(tok, splits, data, model_cfg.max_len, cfg.seed)
+        train_ids, valid_ids, special, stops = _encode(tok, splits, data, model_cfg.max_len,
+                                                       cfg.seed)
         if len(splits["valid"]) > data.valid_pairs and not data.corpus:  # the user's own file
             say(f"warning: validation uses the first {data.valid_pairs} of {len(splits['valid'])} "
                 f"{'documents' if data.objective else 'pairs'} (data.valid_pairs)")
@@ -489,7 +493,7 @@ def train(exp: Experiment, resume: bool = False, out: str | Path | None = None,
         if run.begin_folder():
             tok.save(run.folder)
         batches = denoising_batches(train_ids, data, special, model_cfg.max_len, cfg.max_tokens,
-                                    cfg.seed) if data.objective else \
+                                    cfg.seed, stops) if data.objective else \
             pair_batches(train_ids, cfg.max_tokens, cfg.seed)
         trainer = Trainer(model, cfg, batches, translation_loss(cfg.label_smoothing), run,
                           family=FAMILY, meta=meta, evaluate=evaluate)
@@ -520,18 +524,19 @@ def _tokenizer_and_model(exp: Experiment, run, texts: Sequence[str]) -> tuple[To
 
 
 def _encode(tok: Tokenizer, splits: dict[str, list], data: DataConfig, max_len: int, seed: int):
-    """(training examples, validation pairs, the objective's special ids): the aligned pairs'
-    ids (no special ids), or the documents' pieces and the validation documents' one fixed
-    corruption (data/denoising.py)."""
+    """(training examples, validation pairs, the objective's special ids, its sentence stops):
+    the aligned pairs' ids (no special ids), or the documents' pieces and the validation
+    documents' one fixed corruption (data/denoising.py)."""
     valid = splits["valid"][:data.valid_pairs]
     if not data.objective:
         return (encode_pairs(tok, splits["train"], max_len, data.source_eos),
-                encode_pairs(tok, valid, max_len, data.source_eos), None)
+                encode_pairs(tok, valid, max_len, data.source_eos), None, None)
     from aiayn.data import denoising as d
     special = d.objective_ids(tok, data.objective)
+    stops = d.sentence_stops(tok) if d.permutes(data.objective) else None
     valid_ids = d.corrupt_documents(d.encode_documents(tok, valid, max_len), data.objective,
-                                    special, seed, d.VALID_EPOCH, max_len, data.source_eos)
-    return d.encode_documents(tok, splits["train"], max_len), valid_ids, special
+                                    special, seed, d.VALID_EPOCH, max_len, data.source_eos, stops)
+    return d.encode_documents(tok, splits["train"], max_len), valid_ids, special, stops
 
 
 __all__ = ["DataConfig", "TASK", "Translator", "decode_ids", "denoising_batches", "encode_pairs",
