@@ -10,6 +10,8 @@ measured in the same run.
     python benchmarks/train_throughput.py --processes 2   # + every model data-parallel (DDP)
     python benchmarks/train_throughput.py --bf16          # + every model under bf16 autocast
     python benchmarks/train_throughput.py --device cuda --bf16 --batch 256 --tokens 64   # a GPU
+    python benchmarks/train_throughput.py --device cuda --bf16 --compile --systems aiayn \
+        --configs base --batch 512 --tokens 64          # the GPU's MFU at 32k tokens per step
 
 With --bf16 every model also trains under CPU bf16 autocast (what train.precision=bf16 does for
 aiayn; the same torch.autocast around the peers' forward and loss), its MFU against a bf16 matmul
@@ -228,12 +230,20 @@ def time_ddp(name: str, label: str, world: int, steps: int, warmup: int, batch: 
             return json.load(f)
 
 
+def graph_breaks() -> int:
+    """Graph breaks torch.compile has counted in this process so far."""
+    from torch._dynamo.utils import counters
+
+    return sum(counters["graph_break"].values())
+
+
 def run(name: str, steps: int, warmup: int, batch: int, t: int, rounds: int,
         compile_too: bool = False, processes: int = 1, bf16: bool = False,
-        device: str = "cpu") -> list[dict]:
+        device: str = "cpu", systems: list[str] | None = None) -> list[dict]:
     cfg = TransformerConfig(**CONFIGS[name], dropout=0.1, max_len=512)
     batches = make_batches(cfg, steps + warmup, batch, t, device=device)
-    builders = {k: v for k, v in BUILDERS.items() if bf16 or k != EAGER}  # eager: a bf16 mode
+    builders = {k: v for k, v in BUILDERS.items()
+                if (bf16 or k != EAGER) and (systems is None or k in systems)}  # eager: bf16
     models = {}
     for label, build in builders.items():
         torch.manual_seed(0)
@@ -262,9 +272,12 @@ def run(name: str, steps: int, warmup: int, batch: int, t: int, rounds: int,
         top = peak_bf16 if label in half else peak
         rows.append(dict(config=name, model=label, step_s=step, tok_s=batch * t / step,
                          mfu=flops / step / top, peak=top, params=sum(p.numel() for p in params)))
-    best_peer = max(r["tok_s"] for r in rows if not r["model"].startswith("aiayn"))
+    best_peer = max((r["tok_s"] for r in rows if not r["model"].startswith("aiayn")),
+                    default=float("nan"))  # nan: --systems named no peer
     for r in rows:
         r["vs_best_peer"] = r["tok_s"] / best_peer
+    if compile_too:
+        print(f"torch.compile graph breaks so far: {graph_breaks()}", flush=True)
     return rows
 
 
@@ -292,6 +305,8 @@ def main() -> None:
                    help="also every model under bf16 autocast (train.precision=bf16)")
     p.add_argument("--processes", type=int, default=1,
                    help="also every model as this many DDP processes of 1 thread (gloo)")
+    p.add_argument("--systems", nargs="+", default=None, choices=list(BUILDERS),
+                   help="train only these (default: aiayn and every peer)")
     p.add_argument("--device", default="cpu",
                    help="cpu (default) or cuda[:N]: where every model trains (fp32 matmuls in "
                         "full precision on a GPU too: no TF32)")
@@ -304,12 +319,17 @@ def main() -> None:
     rows = []
     for name in args.configs:
         rows += run(name, args.steps, args.warmup, args.batch, args.tokens, args.rounds,
-                    args.compile, args.processes, args.bf16, args.device)
+                    args.compile, args.processes, args.bf16, args.device, args.systems)
         print(table(rows), flush=True)
     for name in args.configs:
         mine = [r for r in rows if r["config"] == name]
         ours = max((r for r in mine if r["model"].startswith("aiayn")), key=lambda r: r["tok_s"])
-        peer = max((r for r in mine if not r["model"].startswith("aiayn")), key=lambda r: r["tok_s"])
+        peers = [r for r in mine if not r["model"].startswith("aiayn")]
+        if not peers:
+            print(f"{name}: best mode: {ours['model']} {ours['tok_s']:,.0f} tok/s, "
+                  f"MFU {100 * ours['mfu']:.0f}%")
+            continue
+        peer = max(peers, key=lambda r: r["tok_s"])
         print(f"{name}: best modes: {ours['model']} {ours['tok_s']:,.0f} tok/s vs {peer['model']} "
               f"{peer['tok_s']:,.0f} tok/s = {ours['tok_s'] / peer['tok_s']:.2f}x")
     where = (torch.cuda.get_device_name(args.device) if args.device.startswith("cuda")

@@ -5,12 +5,14 @@
 #      invariants, bf16 autocast training, resume and translation on the GPU;
 #   2. the GPU figures: benchmarks/train_throughput.py and decode_speed.py with --device cuda
 #      (aiayn beside torch.nn.Transformer and HF Marian, in one run);
-#   3. the whole test suite with the GPU visible (train.device=auto then means CUDA), in parallel,
+#   3. the paper's base model's training MFU in bf16 at 32k tokens per step, eager and compiled;
+#   4. the whole test suite with the GPU visible (train.device=auto then means CUDA), in parallel,
 #      for as long as SUITE_S seconds allow.
 # Uses the python3 that holds a CUDA build of torch, and src/ on PYTHONPATH (no install). Packages
 # it lacks may travel as wheels in .whl/ (see the device notes), installed to /tmp/site.
 #
 #     bash scripts/gpu_check.sh            # then read $OUT/*.log
+#     SUITE_S=0 bash scripts/gpu_check.sh  # the checks and figures, without the suite
 set -u
 cd "$(dirname "$0")/.."
 OUT=${OUT:-out/gpu}
@@ -38,11 +40,16 @@ python3 -c "import torch; print('torch', torch.__version__, 'CUDA', torch.versio
 step test_cuda 120 python3 -m pytest -q -ra -s -p no:cacheprovider tests/test_cuda.py
 step train_throughput 120 python3 benchmarks/train_throughput.py --device cuda --bf16 \
     --batch 128 --tokens 64 --steps 10 --rounds 2
+# Issue 31's GPU figure: the paper's base model in bf16 at 32k target tokens per step (§5.1's
+# batches hold ~25k), eager and under torch.compile (with its graph-break count), MFU against
+# the bf16 peak measured in the same run.
+step train_mfu "${MFU_S:-240}" python3 benchmarks/train_throughput.py --device cuda --bf16 \
+    --compile --systems aiayn --configs base --batch 512 --tokens 64 --steps 10 --rounds 2
 step decode_speed 60 python3 benchmarks/decode_speed.py --device cuda --batch 256 --repeats 5
 # In parallel and with a per-test limit where pytest-xdist and pytest-timeout are installed.
 PARALLEL=$(python3 -c "import xdist" 2>/dev/null && echo "-n 12")
 LIMIT=$(python3 -c "import pytest_timeout" 2>/dev/null && echo "--timeout 120")
 # shellcheck disable=SC2086
-TAIL=60 step suite "${SUITE_S:-180}" python3 -m pytest -q -ra -p no:cacheprovider $PARALLEL \
+[ "${SUITE_S:-180}" -gt 0 ] && TAIL=60 step suite "${SUITE_S:-180}" python3 -m pytest -q -ra -p no:cacheprovider $PARALLEL \
     $LIMIT --ignore tests/viz/test_server_browser.py --ignore tests/test_wheel.py \
     --ignore tests/test_cuda.py tests

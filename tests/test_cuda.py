@@ -74,18 +74,24 @@ def test_causal_self_attention_in_bf16_runs_the_flash_kernel():
                for k in padded), padded
 
 
-def _model_and_sources():
+# The 2017 Transformer and its two descendants' options: T5's relative position bias (a float
+# bias added to the fused attention's scores) and BART's post-norm with learned offset positions.
+PRESETS = ["tiny", "t5-tiny", "bart-tiny"]
+
+
+def _model_and_sources(name: str = "tiny"):
     torch.manual_seed(0)
-    model = Transformer(preset("tiny", vocab_size=40)).eval()
+    model = Transformer(preset(name, vocab_size=40)).eval()
     src = torch.randint(4, 40, (6, 9))
     src[1, 5:] = PAD
     src[3, 2:] = PAD
     return model, src
 
 
-def test_model_on_the_gpu_equals_the_cpu_with_the_same_weights():
+@pytest.mark.parametrize("name", PRESETS)
+def test_model_on_the_gpu_equals_the_cpu_with_the_same_weights(name):
     """Forward and gradients in fp32, padded batch, dropout off: CPU and GPU agree."""
-    model, src = _model_and_sources()
+    model, src = _model_and_sources(name)
     tgt = torch.randint(4, 40, (6, 7))
     gpu = Transformer(model.config).cuda().eval()
     gpu.load_state_dict(model.state_dict())
@@ -100,9 +106,10 @@ def test_model_on_the_gpu_equals_the_cpu_with_the_same_weights():
         assert torch.allclose(a, b, atol=1e-5)
 
 
-def test_search_on_the_gpu_keeps_its_invariants_and_equals_the_cpu():
+@pytest.mark.parametrize("name", PRESETS)
+def test_search_on_the_gpu_keeps_its_invariants_and_equals_the_cpu(name):
     """beam 1 == greedy, batch == one by one, GPU == CPU (tokens) for greedy and beam 4."""
-    model, src = _model_and_sources()
+    model, src = _model_and_sources(name)
     gpu = Transformer(model.config).cuda().eval()
     gpu.load_state_dict(model.state_dict())
     g_src = src.cuda()
@@ -115,9 +122,10 @@ def test_search_on_the_gpu_keeps_its_invariants_and_equals_the_cpu():
     assert beam == alone
 
 
-def test_kv_cache_equals_recompute_on_the_gpu():
+@pytest.mark.parametrize("name", PRESETS)
+def test_kv_cache_equals_recompute_on_the_gpu(name):
     """Incremental decoding with the cache gives the logits of decoding the whole prefix again."""
-    model, src = _model_and_sources()
+    model, src = _model_and_sources(name)
     model = model.cuda()
     src = src.cuda()
     src_mask = (src != PAD)[:, None, None, :]
