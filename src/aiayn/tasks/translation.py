@@ -78,6 +78,10 @@ class DataConfig(Config):
         "help": "validation pairs scored (loss and BLEU) at each evaluation"})
     valid_beam: int = field(default=1, metadata={
         "help": "beam for validation BLEU (1 = greedy: fast)"})
+    valid_rouge: bool | None = field(default=None, metadata={
+        "help": "validation ROUGE-1/2/L too (valid_rouge1, valid_rouge2, valid_rougeL: for "
+                "train.stop_when); none: for summaries (corpus stdlib-docstrings, or a corpus_dir "
+                "`aiayn data` wrote from it), without an objective"})
     objective: str | None = field(default=None, metadata={
         "help": 'denoising pretraining: "span" (T5 span corruption), "infill" (BART text '
                 'infilling), "permute" (BART sentence permutation) or "infill+permute" (both, '
@@ -220,12 +224,33 @@ def score_translations(hyps: Sequence[str], refs: Sequence[str]) -> dict[str, An
             "bleu_signature": str(bleu.get_signature()), "chrf_signature": str(chrf.get_signature())}
 
 
+def reports_rouge(data: DataConfig) -> bool:
+    """Whether validation scores ROUGE: data.valid_rouge, else whether the pairs are summaries
+    (a built-in summarization corpus, or a corpus_dir whose stats.json names one) and no
+    denoising objective stands in for them."""
+    from aiayn.summarization import SUMMARY_CORPORA
+
+    if data.valid_rouge is not None:
+        return data.valid_rouge
+    name = data.corpus
+    if data.corpus_dir and (Path(data.corpus_dir) / "stats.json").is_file():
+        import json
+        try:
+            name = json.loads((Path(data.corpus_dir) / "stats.json").read_text()).get("corpus")
+        except (ValueError, AttributeError):  # not aiayn's stats.json: no corpus named
+            name = None
+    return not data.objective and name in SUMMARY_CORPORA
+
+
 def make_evaluate(tok: Tokenizer, valid_ids, data: DataConfig, eps: float,
                   max_tokens: int) -> Callable[[nn.Module], dict[str, Any]]:
-    """Validation loss (label-smoothed and plain NLL per token) and BLEU/chrF/exact match."""
+    """Validation loss (label-smoothed and plain NLL per token) and BLEU/chrF/exact match; with
+    reports_rouge(data), ROUGE-1/2/L F-measures as T5 (Raffel et al. 2020) and BART (Lewis et al.
+    2020) report their summaries' (aiayn.summarization.rouge_scores)."""
     batches = [collate([valid_ids[i] for i in b]) for b in
                token_batches([(len(s), len(t) + 1) for s, t in valid_ids], max_tokens, False)]
     loss_fn = translation_loss(eps)
+    rouge = reports_rouge(data)
 
     def evaluate(model: nn.Module) -> dict[str, Any]:
         device = next(model.parameters()).device
@@ -238,9 +263,13 @@ def make_evaluate(tok: Tokenizer, valid_ids, data: DataConfig, eps: float,
         hyps = tok.decode_batch(hyp_ids)
         refs = [tok.decode(t) for _, t in valid_ids]
         scores = score_translations(hyps, refs)
-        return {"valid_loss": total / max(n_tok, 1), "valid_nll": nll / max(n_tok, 1),
-                "valid_bleu": scores["bleu"], "valid_chrf": scores["chrf"],
-                "valid_exact_match": scores["exact_match"]}
+        result = {"valid_loss": total / max(n_tok, 1), "valid_nll": nll / max(n_tok, 1),
+                  "valid_bleu": scores["bleu"], "valid_chrf": scores["chrf"],
+                  "valid_exact_match": scores["exact_match"]}
+        if rouge:
+            from aiayn.summarization import rouge_scores
+            result.update({f"valid_{k}": v for k, v in rouge_scores(hyps, refs).items()})
+        return result
 
     return evaluate
 
@@ -466,7 +495,8 @@ def train(exp: Experiment, resume: bool = False, out: str | Path | None = None,
     # folders from before data.source_eos existed trained without it
     # the run's folder has one writer, this process, until its last save (aiayn.lock)
     with start_run(exp, resume, out, say, added={"data.source_eos": False, "data.objective": None,
-                                                 "data.text": None}) as run:
+                                                 "data.text": None,
+                                                 "data.valid_rouge": None}) as run:
         say, cfg, data = run.say, exp.train, exp.data
         t0 = time.monotonic()
         splits = load_documents(data) if data.objective else load_pairs(data)
@@ -541,4 +571,4 @@ def _encode(tok: Tokenizer, splits: dict[str, list], data: DataConfig, max_len: 
 
 __all__ = ["DataConfig", "TASK", "Translator", "decode_ids", "denoising_batches", "encode_pairs",
            "experiment", "load_documents", "load_pairs", "make_evaluate", "pair_batches",
-           "score_translations", "train", "translation_loss"]
+           "reports_rouge", "score_translations", "train", "translation_loss"]
