@@ -293,6 +293,10 @@ class Translator:
         self.device = torch.device(device)
         self.meta = dict(meta or {})
         self.special = {**DEFAULT_SPECIAL, **self.meta.get("special_ids", {})}
+        # Who decodes translate(): None = aiayn's own search over the PyTorch model; or
+        # CTranslate2 (load(engine="ctranslate2"): aiayn.convert.ct2_engine.CT2Decoder), the
+        # same tokens, search settings and output, another implementation.
+        self.engine = None
 
     def encode_source(self, text: str) -> list[int]:
         """The source ids the model reads: the subwords of `text`, then </s> for a model that
@@ -331,14 +335,26 @@ class Translator:
 
     @classmethod
     def load(cls, folder: str | Path, device: str | torch.device = "cpu",
-             checkpoint: int | None = None) -> Translator:
-        """The model folder's translator; with `checkpoint`, the weights of that saved step."""
+             checkpoint: int | None = None, engine: str = "torch",
+             **engine_options: Any) -> Translator:
+        """The model folder's translator; with `checkpoint`, the weights of that saved step.
+        engine="ctranslate2": translate() decodes with CTranslate2 (the folder's ctranslate2/
+        directory, exported on first use; engine_options: compute_type, inter_threads,
+        intra_threads, as aiayn.convert.ct2_engine.load_translator takes them)."""
         model, meta = load_model(folder, device, expect=FAMILY, checkpoint=checkpoint)
         tokenizer = Tokenizer.load(folder, check_specials="special_ids" not in meta)
         if tokenizer.vocab_size > model.config.vocab_size:
             raise UserError(f"{folder}: tokenizer has {tokenizer.vocab_size} tokens but the model "
                             f"only {model.config.vocab_size}")
-        return cls(model, tokenizer, device, meta)
+        translator = cls(model, tokenizer, device, meta)
+        if engine == "ctranslate2":
+            from aiayn.convert.ct2_engine import CT2Decoder
+
+            translator.engine = CT2Decoder.load(folder, model, tokenizer, meta, checkpoint,
+                                                str(device), **engine_options)
+        elif engine != "torch":
+            raise UserError(f"engine={engine!r}: torch or ctranslate2")
+        return translator
 
     def save(self, folder: str | Path) -> Path:
         """Write a model folder (config, weights, tokenizer) that Translator.load reads back."""
@@ -379,9 +395,10 @@ class Translator:
             warn(f"{len(long)} input sentence(s) longer than the model's {limit} positions are "
                  f"cut to {limit} tokens (the first: sentence {long[0] + 1})")
         ids = [self.fit_source(x) for x in ids]
-        out = decode_ids(self.model, ids, batch_size=batch_size, max_extra=max_extra,
-                         device=self.device, workers=workers, **opts, **self.search_ids(),
-                         **self.length_limits())
+        decode = decode_ids if self.engine is None else self.engine.decode_ids
+        out = decode(self.model, ids, batch_size=batch_size, max_extra=max_extra,
+                     device=self.device, workers=workers, **opts, **self.search_ids(),
+                     **self.length_limits())
         return [self.tokenizer.decode(t) for t in out]
 
     @torch.no_grad()

@@ -1,0 +1,242 @@
+"""Decoding an aiayn translation folder with CTranslate2 (`--engine ctranslate2`), under aiayn's
+search rules.
+
+The folder keeps its CTranslate2 directory in `ctranslate2/` (`ctranslate2-step_N/` for a saved
+checkpoint), float32 weights exported on first use (aiayn.convert.ctranslate2) by that
+directory's one writer (aiayn.lock), and exported again when the model's weights file changed
+(a run that trained on). CTranslate2 quantizes when it loads them (`compute_type`: int8, ...).
+
+aiayn's tokenizer and special ids stay: the source ids are given to CTranslate2 as the
+directory's vocabulary strings (one per id) and its output strings are read back as ids. The
+search is the one `Translator.translate` runs (§6.1), mapped onto CTranslate2's options:
+
+- **Greedy** (beam 1): the same tokens. Padding and <s> are suppressed, as aiayn bans them.
+- **Length limit** (§6.1: input + 50, at most max_len - 1): `max_decoding_length` per sentence
+  (sentences are grouped by it; aiayn's batches share the longest source's room below max_len,
+  so near max_len a sentence may get a few tokens more here). At the limit aiayn adds </s> and
+  its log-probability, CTranslate2 ends the hypothesis as it is: a translation that reaches the
+  limit (a degenerate loop) may be ranked differently by a beam.
+- **Length penalty**: aiayn's GNMT ((5 + |Y|) / 6)^alpha (§6.1, the default) has no CTranslate2
+  equivalent (its `length_penalty` is |Y|^alpha, with |Y| counting </s> only when
+  return_end_token is set). So CTranslate2 returns every finished hypothesis with its score,
+  its summed log-probability is recovered (score x |Y|^1, length_penalty=1 with </s> returned)
+  and aiayn's penalty, GNMT or avg, ranks them. Ties: the higher score, then the shorter (the
+  earlier finished, as aiayn's stable sort keeps it).
+- **Stopping**: `first_k` (fairseq's: K finished) is CTranslate2's patience 1, the same
+  hypotheses. aiayn's default `exact` stops once no live hypothesis can beat the K-th best
+  finished; CTranslate2 cannot test that, so it searches to the length limit (patience past any
+  count of finished hypotheses) and the ranking above picks the same best one (a hypothesis
+  finished later cannot beat it: aiayn's stopping bound). Slower than first_k; with alpha 0
+  CTranslate2's own early exit (the best beam ended) is exact and used. `current_length` (HF's
+  heuristic) has no equivalent and is refused.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from aiayn.convert.ctranslate2 import (
+    AIAYN_FILE,
+    import_ctranslate2,
+    vocabulary,
+    weights_stamp,
+    write_into,
+)
+from aiayn.errors import UserError
+from aiayn.folder import INCOMPLETE_MARKER, folder_contents
+
+ENGINES = ("torch", "ctranslate2")
+COMPUTE_TYPES = ("default", "auto", "float32", "int8", "int8_float32", "int8_float16",
+                 "int8_bfloat16", "int16", "float16", "bfloat16")
+
+
+def engine_dir(folder: str | Path, checkpoint: int | None = None) -> Path:
+    """The folder's CTranslate2 directory, exported now when it is missing, unfinished or older
+    than the weights (by the directory's one writer: a second process exporting it meanwhile is
+    refused in one line, and the next call finds it done)."""
+    from aiayn.lock import writer_lock
+
+    folder = Path(folder)
+    out = folder / ("ctranslate2" if checkpoint is None else f"ctranslate2-step_{checkpoint:08d}")
+    stamp = weights_stamp(folder, checkpoint)
+    if _current(out, stamp):
+        return out
+    with writer_lock(out):
+        if not _current(out, stamp):  # (another process may have written it meanwhile)
+            import shutil
+
+            for item in folder_contents(out):
+                shutil.rmtree(item) if item.is_dir() and not item.is_symlink() else item.unlink()
+            (out / INCOMPLETE_MARKER).touch()
+            write_into(folder, out, None, checkpoint)
+            (out / INCOMPLETE_MARKER).unlink()
+    return out
+
+
+def _current(out: Path, stamp: dict[str, Any]) -> bool:
+    path = out / AIAYN_FILE
+    if not path.is_file() or (out / INCOMPLETE_MARKER).exists():
+        return False
+    try:
+        written = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        return False
+    return all(written.get(k) == v for k, v in stamp.items())
+
+
+def load_translator(folder: str | Path, compute_type: str = "default", device: str = "cpu",
+                    inter_threads: int = 1, intra_threads: int = 0,
+                    checkpoint: int | None = None):
+    """A ctranslate2.Translator of the aiayn translation folder (its CTranslate2 directory,
+    engine_dir). inter_threads: batches decoded side by side; intra_threads: threads each
+    (0: CTranslate2's default). On 2 cores, (2, 1) for many sentences, (1, 2) for one."""
+    ct2 = import_ctranslate2()
+    if compute_type not in COMPUTE_TYPES:
+        raise UserError(f"--ct2-compute-type {compute_type}: one of {', '.join(COMPUTE_TYPES)}")
+    path = engine_dir(folder, checkpoint)
+    try:
+        return ct2.Translator(str(path), device=str(device).split(":")[0],
+                              device_index=_index(device), compute_type=compute_type,
+                              inter_threads=inter_threads, intra_threads=intra_threads)
+    except (ValueError, RuntimeError) as e:  # e.g. a compute type this machine lacks
+        raise UserError(f"{path}: CTranslate2 cannot load it on {device} with compute type "
+                        f"{compute_type}: {e}") from None
+
+
+def _index(device: Any) -> int:
+    text = str(device)
+    return int(text.split(":")[1]) if ":" in text else 0
+
+
+class CT2Decoder:
+    """Translator.translate's decoding by CTranslate2: `decode_ids` takes what
+    aiayn.generation.search.decode_ids takes and gives what it gives (token ids, no <s> / </s>,
+    in input order)."""
+
+    def __init__(self, translator, tokens: Sequence[str], source_eos: bool,
+                 compute_type: str = "default"):
+        self.translator = translator  # a ctranslate2.Translator
+        self.tokens = list(tokens)  # id -> the directory's vocabulary string
+        self.ids = {t: i for i, t in enumerate(self.tokens)}
+        self.source_eos = source_eos  # CTranslate2 appends </s> itself (add_source_eos)
+        self.compute_type = compute_type
+
+    @classmethod
+    def load(cls, folder: str | Path, model, tokenizer, meta: dict[str, Any],
+             checkpoint: int | None = None, device: str = "cpu", compute_type: str = "default",
+             inter_threads: int = 1, intra_threads: int = 0) -> CT2Decoder:
+        translator = load_translator(folder, compute_type, device, inter_threads, intra_threads,
+                                     checkpoint)
+        return cls(translator, vocabulary(tokenizer, model.config.vocab_size),
+                   bool(meta.get("source_eos")), compute_type)
+
+    def _source(self, ids: Sequence[int]) -> list[str]:
+        if self.source_eos:  # the directory's add_source_eos puts it back
+            ids = ids[:-1]
+        return [self.tokens[i] for i in ids]
+
+    def decode_ids(self, model, src_ids: Sequence[Sequence[int]], *, beam: int = 4,
+                   alpha: float = 0.6, length_penalty: str = "gnmt", batch_size: int = 64,
+                   max_extra: int = 50, early_stopping: str = "exact",
+                   no_repeat_ngram_size: int = 0, bos_id: int, eos_id: int, pad_id: int,
+                   forced_first_id: int | None = None, min_length: int = 0,
+                   max_new_tokens: int | None = None, forced_eos: bool = False,
+                   device: Any = None, workers: Any = None) -> list[list[int]]:
+        """See the module's doc for how each setting maps. `model`: its config's max_len;
+        device and workers: the CTranslate2 translator's own (load)."""
+        if early_stopping == "current_length" and beam > 1:
+            raise UserError("--early-stopping current_length (HF's heuristic) has no "
+                            "CTranslate2 equivalent: use exact or first_k")
+        if forced_first_id is not None:
+            raise UserError("a forced first token (BART's forced_bos) is not mapped onto "
+                            "CTranslate2")
+        max_len = model.config.max_len
+        groups: dict[int, list[int]] = {}
+        for i, limit in self._limits(src_ids, max_len, max_extra, max_new_tokens, batch_size):
+            groups.setdefault(limit, []).append(i)
+        options = self._options(beam, alpha, early_stopping)
+        # aiayn never emits padding or <s>. CTranslate2's suppress_sequences removes them before
+        # its softmax, which renormalises the others: greedy's argmax is the same, a beam's
+        # summed log-probabilities are not; so a beam searches over the whole vocabulary, as
+        # aiayn's does before its ban, and a trained model gives them no mass.
+        banned = None if beam > 1 else [[self.tokens[pad_id]]] + (
+            [[self.tokens[bos_id]]] if bos_id != eos_id else [])
+        pending = []
+        for limit, rows in sorted(groups.items()):
+            extra = dict(options)
+            if options.get("patience") == "limit":  # past any count of finished hypotheses
+                extra.update(patience=limit + 2, num_hypotheses=beam * (limit + 1))
+            pending.append((rows, self.translator.translate_batch(
+                [self._source(src_ids[i][:max_len]) for i in rows], max_batch_size=batch_size,
+                max_decoding_length=limit, asynchronous=True, beam_size=beam,
+                return_scores=True, return_end_token=True, suppress_sequences=banned,
+                no_repeat_ngram_size=no_repeat_ngram_size, min_decoding_length=min_length,
+                max_input_length=0, **extra)))
+        results: list[list[int]] = [[] for _ in src_ids]
+        for rows, batch in pending:
+            for i, result in zip(rows, batch, strict=True):
+                results[i] = self._best(result.result(), options["length_penalty"], alpha,
+                                        length_penalty, eos_id)
+        return results
+
+    @staticmethod
+    def _limits(src_ids, max_len: int, max_extra: int, max_new_tokens: int | None,
+                batch_size: int):
+        """(sentence, its output limit) as decode_ids sets them: §6.1's input + max_extra, in
+        the batches it makes (sorted by length), whose longest source leaves the room below
+        max_len - 1; empty sentences translate to nothing."""
+        lengths = [min(len(s), max_len) for s in src_ids]
+        todo = [i for i in sorted(range(len(src_ids)), key=lambda i: lengths[i]) if lengths[i]]
+        cap = max_len - 1 if max_new_tokens is None else min(max_new_tokens, max_len - 1)
+        for start in range(0, len(todo), batch_size):
+            rows = todo[start:start + batch_size]
+            extra = max(0, min(max_extra, max_len - 1 - max(lengths[i] for i in rows)))
+            for i in rows:
+                yield i, min(lengths[i] + extra, cap)
+
+    @staticmethod
+    def _options(beam: int, alpha: float, early_stopping: str) -> dict[str, Any]:
+        """CTranslate2's length_penalty, patience and num_hypotheses for aiayn's search (the
+        module's doc); patience "limit": searched to the length limit."""
+        if beam == 1 or (early_stopping == "exact" and alpha == 0):
+            return {"length_penalty": 0.0, "num_hypotheses": 1}  # its early exit: exact here
+        if early_stopping == "exact":
+            return {"length_penalty": 1.0, "patience": "limit"}
+        # first_k: K finished. CTranslate2 keeps the K best by |Y|^length_penalty (</s>
+        # counted): aiayn's "avg" exactly; for GNMT those K are then ranked by GNMT. (A
+        # length_penalty of 0 would switch CTranslate2 to its other stopping rule.)
+        return {"length_penalty": alpha or 1e-9, "patience": 1, "num_hypotheses": beam}
+
+    def _best(self, result, ct2_penalty: float, alpha: float, kind: str,
+              eos_id: int) -> list[int]:
+        """The hypothesis aiayn's length penalty ranks first: its summed log-probability is
+        CTranslate2's score times |Y|^ct2_penalty (CTranslate2's length, </s> included as
+        return_end_token makes it), divided by aiayn's penalty."""
+        from aiayn.generation.beam import length_penalty
+
+        best, best_key = [], None
+        for tokens, score in zip(result.hypotheses, result.scores, strict=True):
+            ids = [self.ids[t] for t in tokens]
+            logprob = score * len(ids) ** ct2_penalty
+            if ids and ids[-1] == eos_id:
+                ids = ids[:-1]
+            n = len(ids) + 1  # aiayn's |Y| counts </s> (forced at the limit)
+            key = (logprob / length_penalty(n, alpha, kind), -n)
+            if best_key is None or key > best_key:
+                best, best_key = ids, key
+        return best
+
+    def score_ids(self, pairs: Sequence[tuple[Sequence[int], Sequence[int]]],
+                  batch_size: int = 64) -> list[dict[str, float]]:
+        """Teacher-forced log-likelihood of each (source ids, target ids) pair, as
+        Translator.score gives it: {"logprob": over the target and </s>, "tokens": how many}."""
+        out = self.translator.score_batch([self._source(s) for s, _ in pairs],
+                                          [[self.tokens[i] for i in t] for _, t in pairs],
+                                          max_batch_size=batch_size, max_input_length=0)
+        return [{"logprob": float(sum(r.log_probs)), "tokens": len(r.log_probs)} for r in out]
+
+
+__all__ = ["COMPUTE_TYPES", "CT2Decoder", "ENGINES", "engine_dir", "load_translator"]

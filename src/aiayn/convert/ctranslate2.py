@@ -1,0 +1,291 @@
+"""aiayn translation folder -> a CTranslate2 model directory (`aiayn export ctranslate2`).
+
+CTranslate2 (OpenNMT's C++ inference engine) reads a directory its converters write: model.bin
+and the vocabularies. Its Marian converter (`ct2-transformers-converter`) assumes OPUS-MT's
+layout (padding last, a decoder starting from a zero embedding), so it refuses what `aiayn export
+hf` writes; this module fills CTranslate2's own spec instead (ctranslate2.specs.TransformerSpec,
+as its fairseq and OpenNMT-py converters do) and keeps aiayn's conventions:
+
+    aiayn                                   CTranslate2 spec
+    post-norm (§3.1) / norm_first           pre_norm=False / True (no_final_norm when there is none)
+    §3.4 embeddings x sqrt(d_model)         scale_embeddings (1 when scale_embeddings=false)
+    §3.5 sinusoids, interleaved             position_encodings.encodings: aiayn's own table,
+                                            written out (CTranslate2's built-in sinusoids are
+                                            sines then cosines, tensor2tensor's layout)
+    learned positions (Table 3 row E)       the table itself, from row position_offset
+    q_proj, k_proj, v_proj, out_proj        self-attention: one fused q|k|v linear, then out;
+                                            cross-attention: q, fused k|v, out
+    ffn.w1 / ffn.w2, *_residual.norm        ffn.linear_0 / linear_1, the sub-layer's layer_norm
+    output (tied or not)                    decoder.projection
+    special ids: <s> 1, </s> 2, <unk> 3     the token strings; the decoder starts from <s>
+    meta "source_eos" (imported Marian)     add_source_eos: </s> after every source
+
+Every id keeps its row: the vocabularies are the tokenizer's tokens in id order (an embedding row
+past the tokenizer's last token gets a placeholder name), so aiayn's ids map one to one. An
+option the spec cannot express, or this export does not map yet, is refused in one line naming
+it; nothing approximate is written.
+
+    export(folder, out, quantization=None) -> Path     # a new CTranslate2 directory
+    ctranslate2.Translator(str(path), compute_type="int8")   # then decode with CTranslate2
+
+Decoding a folder with CTranslate2 under aiayn's search rules: aiayn.convert.ct2_engine.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+from aiayn.errors import UserError
+from aiayn.families import TRANSLATION
+from aiayn.folder import TOKENIZER_FILE, checkpoint_path, load_model, new_folder, require_new_folder
+
+# ctranslate2's weight types (ctranslate2.specs.model_spec.ACCEPTED_MODEL_TYPES) that make sense
+# on a CPU or a GPU: --quantization's choices
+QUANTIZATIONS = ("int8", "int8_float32", "int8_float16", "int8_bfloat16", "int16", "float16",
+                 "bfloat16", "float32")
+INSTALL = "pip install aiayn[ct2]"
+AIAYN_FILE = "aiayn.json"  # what the directory was exported from (folder, weights, options)
+
+
+def import_ctranslate2():
+    """The ctranslate2 module, or a one-line UserError naming the extra that installs it."""
+    try:
+        import ctranslate2
+    except ImportError:
+        raise UserError(f"CTranslate2 is not installed: {INSTALL} (ctranslate2==4.8.5)") from None
+    return ctranslate2
+
+
+# TransformerConfig option -> the value CTranslate2's TransformerSpec needs (a T5 or BART folder
+# has others; mapping them is not done yet, so they are refused by name)
+_NEEDED = {"relative_attention_num_buckets": 0, "norm": "layer_norm", "scale_attention": True,
+           "gated_ffn": False, "scale_output": False, "embedding_norm": False,
+           "output_bias": False, "head_dim": None, "value_dim": None, "attn_dropout": None}
+_ACTIVATIONS = {"relu": "RELU", "gelu": "GELU", "gelu_tanh": "GELUTanh", "silu": "SWISH"}
+
+
+def check_expressible(cfg, meta: dict[str, Any], where: str) -> None:
+    """A UserError naming the first option of the model (config.json's `model`) or folder that
+    the CTranslate2 export cannot express."""
+    for name, value in _NEEDED.items():
+        if value is None and name == "attn_dropout":
+            continue  # dropout is off at inference
+        if getattr(cfg, name, value) != value:
+            raise UserError(f"{where}: model.{name}={getattr(cfg, name)!r}: the CTranslate2 "
+                            f"export needs {name}={value!r} (a T5 or BART option: export it "
+                            "with `aiayn export hf` instead)")
+    if cfg.positions == "none":
+        raise UserError(f"{where}: model.positions='none': the CTranslate2 export needs "
+                        "sinusoidal or learned positions")
+    if cfg.final_norm and not cfg.norm_first:
+        raise UserError(f"{where}: model.final_norm=True with post-norm: CTranslate2 has a final "
+                        "LayerNorm only in pre-norm stacks")
+    if cfg.activation not in _ACTIVATIONS:
+        raise UserError(f"{where}: model.activation={cfg.activation!r}: CTranslate2 has "
+                        f"{', '.join(_ACTIVATIONS)}")
+    if not cfg.n_encoder_layers or not cfg.n_decoder_layers:
+        raise UserError(f"{where}: {cfg.n_encoder_layers}+{cfg.n_decoder_layers} layers: the "
+                        "CTranslate2 export needs an encoder and a decoder")
+    if "special_ids" in meta:
+        raise UserError(f"{where}: special_ids={meta['special_ids']}: the CTranslate2 export "
+                        "needs aiayn's own special ids (<s> 1, </s> 2, <unk> 3)")
+    if meta.get("source_bos"):
+        raise UserError(f"{where}: source_bos=true (BART's <s> before each source): not "
+                        "expressible in the CTranslate2 export")
+
+
+def vocabulary(tokenizer, rows: int) -> list[str]:
+    """The token string of every embedding row, in id order: the tokenizer's, and for a row past
+    its last token a placeholder no text encodes to."""
+    tokens = [tokenizer.hf.id_to_token(i) for i in range(rows)]
+    taken = set(tokens)
+    out = []
+    for i, token in enumerate(tokens):
+        if token is None:
+            token = f"<aiayn_unused_{i}>"
+            if token in taken:
+                raise UserError(f"{TOKENIZER_FILE}: a token is named {token!r}, aiayn's name for "
+                                f"the unused row {i}")
+        out.append(token)
+    return out
+
+
+def model_spec(model, meta: dict[str, Any], tokenizer, where: str = "the model"):
+    """CTranslate2's TransformerSpec holding `model`'s weights (aiayn.models.Transformer, its
+    folder's `meta` and tokenizer), its vocabularies and its special tokens. Not yet validated,
+    optimised or saved (Converter.convert does that)."""
+    ct2 = import_ctranslate2()
+    from ctranslate2.specs import common_spec, transformer_spec
+
+    cfg = model.config
+    check_expressible(cfg, meta, where)
+    activation = getattr(common_spec.Activation, _ACTIVATIONS[cfg.activation])
+    no_final_norm = cfg.norm_first and not cfg.final_norm
+    encoder = transformer_spec.TransformerEncoderSpec(
+        cfg.n_encoder_layers, cfg.n_heads, pre_norm=cfg.norm_first, no_final_norm=no_final_norm,
+        activation=activation)
+    decoder = transformer_spec.TransformerDecoderSpec(
+        cfg.n_decoder_layers, cfg.n_heads, pre_norm=cfg.norm_first, no_final_norm=no_final_norm,
+        activation=activation)
+    spec = transformer_spec.TransformerSpec(encoder, decoder)
+    state = {k: v.detach().float().cpu().numpy() for k, v in model.state_dict().items()}
+    _set_stack(encoder, state, "encoder", cfg, model.src_embed, cross=False)
+    _set_stack(decoder, state, "decoder", cfg, model.tgt_embed, cross=True)
+    _linear(decoder.projection, state, "output")
+    tokens = vocabulary(tokenizer, cfg.vocab_size)
+    spec.register_source_vocabulary(tokens)
+    spec.register_target_vocabulary(tokens if cfg.target_vocab_size == cfg.vocab_size
+                                    else vocabulary(tokenizer, cfg.target_vocab_size))
+    from aiayn.data.special import BOS, EOS, UNK
+    # aiayn's decoder starts from <s> (§3.1: the target shifted right); CTranslate2's default
+    # names the same strings, set here so that a renamed tokenizer still maps by id.
+    spec.config.bos_token, spec.config.eos_token = tokens[BOS], tokens[EOS]
+    spec.config.unk_token, spec.config.decoder_start_token = tokens[UNK], tokens[BOS]
+    spec.config.add_source_eos = bool(meta.get("source_eos"))
+    spec.config.layer_norm_epsilon = cfg.layer_norm_eps
+    del ct2
+    return spec
+
+
+def _set_stack(spec, state: dict, prefix: str, cfg, embed, cross: bool) -> None:
+    """One stack: embeddings, positions, layers, the final LayerNorm of a pre-norm stack."""
+    table = spec.embeddings[0] if isinstance(spec.embeddings, list) else spec.embeddings
+    table.weight = state[f"{'src' if prefix == 'encoder' else 'tgt'}_embed.tokens.weight"]
+    # §3.4: CTranslate2 multiplies by this factor (True means sqrt(d_model), as fairseq's
+    # embed_scale); 1.0 leaves them as they are.
+    spec.scale_embeddings = math.sqrt(cfg.d_model) if cfg.scale_embeddings else 1.0
+    spec.position_encodings.encodings = _positions(embed.positions, cfg)
+    for i, layer in enumerate(spec.layer):
+        p = f"{prefix}.layers.{i}."
+        _attention(layer.self_attention, state, p + "self_attn.", fused_qkv=True)
+        _norm(layer.self_attention.layer_norm, state,
+              p + ("self_residual" if cross else "attn_residual") + ".norm")
+        if cross:
+            _attention(layer.attention, state, p + "cross_attn.", fused_qkv=False)
+            _norm(layer.attention.layer_norm, state, p + "cross_residual.norm")
+        _linear(layer.ffn.linear_0, state, p + "ffn.w1")
+        _linear(layer.ffn.linear_1, state, p + "ffn.w2")
+        _norm(layer.ffn.layer_norm, state, p + "ffn_residual.norm")
+    if cfg.norm_first and cfg.final_norm:
+        _norm(spec.layer_norm, state, f"{prefix}.norm")
+
+
+def _positions(module, cfg):
+    """(max_len, d_model) position vectors as the model adds them: §3.5's interleaved sinusoids
+    (aiayn's own table, not CTranslate2's built-in [sin..., cos...]), or the learned table from
+    row position_offset. aiayn decodes at most max_len - 1 tokens after <s>, so max_len rows
+    serve every position either stack reads."""
+    from aiayn.nn.positions import LearnedPositions, sinusoidal_positions
+
+    if isinstance(module, LearnedPositions):
+        first = module.first_row
+        return module.weight.detach().float().cpu().numpy()[first:first + cfg.max_len]
+    return sinusoidal_positions(cfg.max_len, cfg.d_model).numpy()
+
+
+def _attention(spec, state: dict, p: str, fused_qkv: bool) -> None:
+    import numpy as np
+
+    def weight_and_bias(names):
+        w = np.concatenate([state[f"{p}{n}.weight"] for n in names])
+        b = [state.get(f"{p}{n}.bias") for n in names]
+        return w, (np.concatenate(b) if all(x is not None for x in b) else None)
+
+    groups = [("q_proj", "k_proj", "v_proj")] if fused_qkv else [("q_proj",), ("k_proj", "v_proj")]
+    for linear, names in zip(spec.linear, groups, strict=False):
+        linear.weight, bias = weight_and_bias(names)
+        if bias is not None:
+            linear.bias = bias
+    _linear(spec.linear[-1], state, p + "out_proj")
+
+
+def _linear(spec, state: dict, name: str) -> None:
+    spec.weight = state[f"{name}.weight"]
+    if f"{name}.bias" in state:
+        spec.bias = state[f"{name}.bias"]
+
+
+def _norm(spec, state: dict, name: str) -> None:
+    spec.gamma = state[f"{name}.weight"]
+    spec.beta = state[f"{name}.bias"]
+
+
+def converter(folder: str | Path, checkpoint: int | None = None):
+    """A ctranslate2.converters.Converter of the aiayn translation folder (its weights of
+    `checkpoint`, a saved step, when given): `.convert(out, quantization=...)` as CTranslate2's
+    own converters."""
+    ct2 = import_ctranslate2()
+    from ctranslate2.converters.converter import Converter
+
+    class AiaynConverter(Converter):
+        """Converts an aiayn translation folder (aiayn.convert.ctranslate2)."""
+
+        def _load(self):
+            from aiayn.data.tokenizer import Tokenizer
+
+            model, meta = load_model(folder, expect=TRANSLATION, checkpoint=checkpoint)
+            tokenizer = Tokenizer.load(folder, check_specials="special_ids" not in meta)
+            return model_spec(model, meta, tokenizer, str(folder))
+
+    del ct2
+    return AiaynConverter()
+
+
+def weights_stamp(folder: str | Path, checkpoint: int | None = None) -> dict[str, Any]:
+    """What identifies the weights a directory was exported from: the weights file's size and
+    modification time (every save replaces it atomically: a new file, a new time)."""
+    path = Path(folder) / "model.safetensors" if checkpoint is None else \
+        checkpoint_path(folder, checkpoint)
+    stat = path.stat() if path.is_file() else None
+    return {"weights": path.name, "size": stat.st_size if stat else None,
+            "mtime_ns": stat.st_mtime_ns if stat else None}
+
+
+def write_into(folder: str | Path, out: Path, quantization: str | None,
+               checkpoint: int | None = None) -> None:
+    """Convert into `out`, a folder its writer holds (new_folder / writer_lock): CTranslate2
+    writes a directory of its own (Converter.convert refuses an existing one), so it writes a
+    hidden one inside `out`, whose files then move up; aiayn.json, written last, names the
+    source."""
+    tmp = out / ".ctranslate2.tmp"
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    try:
+        converter(folder, checkpoint).convert(str(tmp), quantization=quantization)
+    except UserError:
+        raise
+    except (ValueError, NotImplementedError, RuntimeError) as e:  # the spec's own checks
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise UserError(f"{folder}: CTranslate2 refused the model: {e}") from None
+    for item in tmp.iterdir():
+        os.replace(item, out / item.name)
+    tmp.rmdir()
+    source = {"exported_from": str(folder), "quantization": quantization or "float32",
+              "checkpoint": checkpoint, **weights_stamp(folder, checkpoint)}
+    from aiayn.folder import atomic_write_text
+
+    atomic_write_text(out / AIAYN_FILE, json.dumps(source, indent=2) + "\n")
+
+
+def export(folder: str | Path, out: str | Path, quantization: str | None = None,
+           checkpoint: int | None = None) -> Path:
+    """Write the CTranslate2 directory of the aiayn translation folder `folder` into `out` (new
+    or empty, written as `aiayn export` writes folders: one writer, .aiayn-incomplete until the
+    last file). `quantization`: the weights' type (QUANTIZATIONS; None keeps float32, and
+    CTranslate2 can still quantize when it loads them: compute_type). Returns `out`."""
+    if quantization is not None and quantization not in QUANTIZATIONS:
+        raise UserError(f"--quantization {quantization}: one of {', '.join(QUANTIZATIONS)}")
+    import_ctranslate2()
+    folder, out = Path(folder), require_new_folder(out)
+    with new_folder(out):
+        write_into(folder, out, quantization, checkpoint)
+    return out
+
+
+__all__ = ["AIAYN_FILE", "QUANTIZATIONS", "check_expressible", "converter", "export",
+           "import_ctranslate2", "model_spec", "vocabulary", "weights_stamp", "write_into"]
