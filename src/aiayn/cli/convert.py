@@ -1,5 +1,6 @@
-"""`aiayn import KIND` (another library's checkpoint folder -> an aiayn model folder) and
-`aiayn export hf` (an aiayn model folder -> a Hugging Face `transformers` folder)."""
+"""`aiayn import KIND` (another library's checkpoint folder -> an aiayn model folder),
+`aiayn export hf` (an aiayn model folder -> a Hugging Face `transformers` folder) and
+`aiayn export ctranslate2` (a translation folder -> a CTranslate2 model directory)."""
 
 from __future__ import annotations
 
@@ -32,6 +33,17 @@ def register(sub) -> None:
     hf.add_argument("--model", required=True, metavar="DIR", help="aiayn model folder")
     hf.add_argument("--out", required=True, metavar="HFDIR", help="folder to write (new or empty)")
     hf.set_defaults(func=_export_hf)
+    ct2 = kinds.add_parser("ctranslate2", help="CTranslate2 model directory (OpenNMT's C++ "
+                           "inference engine; pip install aiayn[ct2]) of a translation model, "
+                           "written with CTranslate2's own spec API")
+    ct2.add_argument("--model", required=True, metavar="DIR", help="aiayn translation folder")
+    ct2.add_argument("--out", required=True, metavar="CT2DIR",
+                     help="folder to write (new or empty)")
+    ct2.add_argument("--quantization", default=None, metavar="TYPE",
+                     help="the weights' type: int8, int8_float32, int8_float16, int8_bfloat16, "
+                          "int16, float16, bfloat16 or float32 (default; CTranslate2 can also "
+                          "quantize when it loads them: its compute_type)")
+    ct2.set_defaults(func=_export_ct2)
 
 
 def _export_hf(args: argparse.Namespace) -> int:
@@ -40,6 +52,16 @@ def _export_hf(args: argparse.Namespace) -> int:
     architecture = export_hf(args.model, args.out)
     print(f"exported {args.model} as a {architecture} into {args.out} (load it with "
           f"transformers' from_pretrained({str(args.out)!r}))")
+    return 0
+
+
+def _export_ct2(args: argparse.Namespace) -> int:
+    from aiayn.convert.ctranslate2 import export
+
+    out = export(args.model, args.out, args.quantization)
+    print(f"exported {args.model} as a CTranslate2 model ({args.quantization or 'float32'}) "
+          f"into {out} (load it with ctranslate2.Translator({str(out)!r}), or decode the folder "
+          "with `aiayn translate --engine ctranslate2`)")
     return 0
 
 

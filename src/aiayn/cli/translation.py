@@ -6,7 +6,8 @@ lives in aiayn.cli.demo).
                 [--text FILE...]   plain text for a denoising objective (pretrain-span)
     aiayn translate --model DIR [--beam 4] [--alpha 0.6] [--length-penalty gnmt|avg]
                     [--early-stopping exact|first_k|current_length] [--no-repeat-ngram-size N]
-                    [--threads N] [--workers N|auto] [TEXT ...]
+                    [--threads N] [--workers N|auto] [--engine torch|ctranslate2]
+                    [--ct2-compute-type TYPE] [TEXT ...]
     aiayn eval --model DIR --src FILE --ref FILE [--json] [--hyp FILE] [--rouge]
                                                          (and translate's options)
     aiayn average --model DIR [--last 5] --out DIR2      (§6.1 checkpoint averaging)
@@ -124,7 +125,17 @@ def _model_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--workers", type=thread_count_or_auto, default="auto", metavar="N|auto",
                    help="CPU processes decoding batches side by side, one thread each; the same "
                         "output either way (default auto: one per CPU thread, at most one per "
-                        "batch of --batch-size sentences; 1 on a GPU)")
+                        "batch of --batch-size sentences; 1 on a GPU); with --engine "
+                        "ctranslate2, its inter_threads")
+    p.add_argument("--engine", default="torch", choices=("torch", "ctranslate2"),
+                   help="who decodes: torch (aiayn's search, default) or ctranslate2 (OpenNMT's "
+                        "C++ engine, pip install aiayn[ct2]: the same search settings and "
+                        "output; the folder keeps its export in ctranslate2/, written on first "
+                        "use)")
+    p.add_argument("--ct2-compute-type", default="default", metavar="TYPE",
+                   help="with --engine ctranslate2: the weights' type as CTranslate2 loads them: "
+                        "default (float32, as exported), int8, int8_float32, int16, float16, "
+                        "bfloat16, ...")
 
 
 def _set_threads(args: argparse.Namespace) -> None:
@@ -159,6 +170,26 @@ def _check_memory(translator, sentences: list[str], args: argparse.Namespace) ->
     check_count("--batch-size", args.batch_size, beam * each * side_by_side,
                 f"{side_by_side} batch(es) of sentences with beam {beam} at once",
                 used=min(args.batch_size, len(sentences)), device=device)
+
+
+def _load_translator(args: argparse.Namespace):
+    """The model folder's Translator, decoding with --engine: CTranslate2 with --workers
+    batches side by side (inter_threads) of one thread each, or one batch at a time on
+    --threads threads (intra_threads)."""
+    from aiayn.tasks.translation import Translator
+
+    if args.engine != "ctranslate2":
+        return Translator.load(args.model, device=args.device, checkpoint=args.checkpoint)
+    from aiayn.generation.workers import resolve_workers
+
+    if args.precision != "fp32":
+        raise UserError(f"--precision {args.precision} is for --engine torch; with --engine "
+                        "ctranslate2 use --ct2-compute-type (e.g. bfloat16, int8)")
+    workers = resolve_workers(args.workers, args.device)
+    inter, intra = (workers, 1) if workers > 1 else (1, args.threads or _threads())
+    return Translator.load(args.model, device=args.device, checkpoint=args.checkpoint,
+                           engine="ctranslate2", compute_type=args.ct2_compute_type,
+                           inter_threads=inter, intra_threads=intra)
 
 
 def _decode_opts(args: argparse.Namespace) -> dict:
@@ -196,10 +227,8 @@ def _train(args: argparse.Namespace) -> int:
 
 @runs_model
 def _translate(args: argparse.Namespace) -> int:
-    from aiayn.tasks.translation import Translator
-
     _set_threads(args)
-    translator = Translator.load(args.model, device=args.device, checkpoint=args.checkpoint)
+    translator = _load_translator(args)
     sentences = args.sentences or read_stdin_lines()
     _check_memory(translator, sentences, args)
     for line in translator.translate(sentences, **_translate_opts(args)):
@@ -221,13 +250,13 @@ def _eval(args: argparse.Namespace) -> int:
     from aiayn.data.parallel import read_parallel
     from aiayn.generation.workers import resolve_workers
     from aiayn.summarization import SUMMARY_CORPORA, rouge_scores
-    from aiayn.tasks.translation import Translator, score_translations
+    from aiayn.tasks.translation import score_translations
 
     if args.hyp:
         writable_file("--hyp", args.hyp)
     pairs = read_parallel(args.src, args.ref)
     _set_threads(args)
-    translator = Translator.load(args.model, device=args.device, checkpoint=args.checkpoint)
+    translator = _load_translator(args)
     search = translator.search_options(args.beam, args.alpha, args.length_penalty,
                                        args.early_stopping, args.no_repeat_ngram_size)
     _check_memory(translator, [s for s, _ in pairs], args)
@@ -245,7 +274,10 @@ def _eval(args: argparse.Namespace) -> int:
                   sentences_per_s=round(len(pairs) / seconds, 2),
                   tokens_per_s=round(out_tokens / seconds, 1),
                   **{**_decode_opts(args), **search, "workers": workers},
-                  threads=_threads(), device=args.device, precision=args.precision)
+                  threads=_threads(), device=args.device, precision=args.precision,
+                  engine=args.engine)
+    if args.engine == "ctranslate2":
+        scores["ct2_compute_type"] = args.ct2_compute_type
     if args.hyp:
         from aiayn.folder import atomic_write_text
         atomic_write_text(args.hyp, "".join(h + "\n" for h in hyps))

@@ -96,6 +96,8 @@ def load_translator(folder: str | Path, compute_type: str = "default", device: s
     ct2 = import_ctranslate2()
     if compute_type not in COMPUTE_TYPES:
         raise UserError(f"--ct2-compute-type {compute_type}: one of {', '.join(COMPUTE_TYPES)}")
+    if str(device).split(":")[0] not in ("cpu", "cuda"):
+        raise UserError(f"--device {device}: CTranslate2 runs on cpu or cuda")
     path = engine_dir(folder, checkpoint)
     try:
         return ct2.Translator(str(path), device=str(device).split(":")[0],
