@@ -231,3 +231,35 @@ def test_idle_connections_do_not_lock_others_out(tr_app):
         finally:
             for sock in idle:
                 sock.close()
+
+
+def test_the_folders_search_is_used_unless_a_beam_is_given(tmp_path, monkeypatch, capsys):
+    """A translation folder's own search settings (meta "generation", as an imported model's
+    generation_config.json gives them) drive the explorer, `aiayn viz attention` and Inspector.run
+    as they drive `aiayn translate`: its beam unless one is asked for, its other settings always."""
+    from aiayn.cli import main
+    from aiayn.tasks import translation
+
+    search = {"beam": 3, "alpha": 1.0, "no_repeat_ngram_size": 2}
+    folder = make_translation_folder(tmp_path / "m", meta={"generation": search})
+    seen = []
+    decode_ids = translation.decode_ids
+
+    def spy(*args, **kwargs):
+        seen.append({k: kwargs[k] for k in search})
+        return decode_ids(*args, **kwargs)
+
+    monkeypatch.setattr(translation, "decode_ids", spy)
+    client = create_app(folder).test_client()
+    assert client.get("/api/info").get_json()["beam"] == 3  # the page starts with it
+    assert client.post("/api/translate", json={"text": "the cat sat"}).status_code == 200
+    assert client.post("/api/translate", json={"text": "the cat", "beam": 2}).status_code == 200
+    assert Inspector.load(folder).run("the cat").output == \
+        translation.Translator.load(folder).translate("the cat")[0]
+    assert main(["viz", "attention", "--model", str(folder), "the cat", "--out",
+                 str(tmp_path / "figs"), "--kind", "cross", "--layer", "1"]) == 0
+    assert seen == [search, {**search, "beam": 2}, search, search, search]
+    # a folder without its own search: §6.1's beam 4, as translate's default
+    plain = create_app(make_translation_folder(tmp_path / "plain")).test_client()
+    assert plain.get("/api/info").get_json()["beam"] == 4
+    capsys.readouterr()

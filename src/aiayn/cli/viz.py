@@ -38,8 +38,9 @@ def register(sub) -> None:
     p.add_argument("--layer", type=int, help="only this layer (1-based)")
     p.add_argument("--head", type=int, help="only this head (1-based)")
     p.add_argument("--mean", action="store_true", help="one panel: the mean over the heads")
-    p.add_argument("--beam", type=beam_size, default=4,
-                   help="beam size of the translation (default 4)")
+    p.add_argument("--beam", type=beam_size, default=None,
+                   help="beam size of the translation (default: the folder's search, as "
+                   "`aiayn translate` uses it; else 4)")
     p.add_argument("--max-new-tokens", type=non_negative_int, default=30,
                    help="LM continuation length (at most the model's max_len in all)")
     _common(p, "attention")

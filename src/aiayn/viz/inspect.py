@@ -5,7 +5,8 @@
     result.output                      # the translation (beam search) / the continuation
     result.maps                        # [AttentionMaps] for aiayn.viz.attention's figures
 
-A translation model ("transformer") translates with beam search (§6.1), then runs the decoder
+A translation model ("transformer") translates with its folder's search (Translator.search_options:
+an imported model's generation settings, else §6.1's beam 4), then runs the decoder
 teacher-forced on <s> + its own translation with ``return_attn=True``: encoder self-attention over
 the source, decoder self-attention over <s> + translation, cross-attention from the decoder inputs
 to the source (§3.2.3). A language model ("decoder_lm") continues the prompt greedily and shows the
@@ -89,9 +90,15 @@ class Inspector:
         example = getattr(self.obj, "meta", {}).get("example", "")
         return example if isinstance(example, str) and self.family != VIT else ""
 
-    def run(self, text: str, beam: int = 4, max_new_tokens: int = 30) -> Inspection:
+    @property
+    def search(self) -> dict[str, Any] | None:
+        """A translation folder's search settings, as `aiayn translate` uses them (its own
+        generation settings, else §6.1's); None for other families."""
+        return self.obj.search_options() if self.family == TRANSLATION else None
+
+    def run(self, text: str, beam: int | None = None, max_new_tokens: int = 30) -> Inspection:
         """Tokens and attention of `text` (a source sentence, a prompt, a text to encode, or for
-        a ViT the path of an image file)."""
+        a ViT the path of an image file). `beam`: a translation's; None: the folder's search."""
         if not isinstance(text, str) or not text.strip():
             raise UserError("the input text is empty")
         if self.family == VIT:
@@ -106,7 +113,7 @@ class Inspector:
         return [self.obj.tokenizer.display_token(int(i)) for i in ids]
 
     @torch.no_grad()
-    def _translate(self, text: str, beam: int) -> Inspection:
+    def _translate(self, text: str, beam: int | None) -> Inspection:
         from aiayn.tasks.translation import decode_ids
         tr = self.obj
         src_ids = tr.fit_source(tr.encode_source(text))[: self.max_len]

@@ -80,9 +80,11 @@ def create_app(model: str | Path | Inspector, max_chars: int = MAX_CHARS,
 
     @app.get("/api/info", provide_automatic_options=False)
     def info():
+        search = inspector.search  # a translation folder's own beam (the page starts with it)
         return jsonify(family=inspector.family, endpoint=_endpoint(inspector.family),
                        max_chars=max_chars, max_len=inspector.max_len, max_beam=MAX_BEAM,
-                       max_new_tokens=MAX_NEW_TOKENS, example=inspector.example[:max_chars])
+                       beam=search and search["beam"], max_new_tokens=MAX_NEW_TOKENS,
+                       example=inspector.example[:max_chars])
 
     def run(endpoint: str):
         family = ENDPOINT_FAMILIES[endpoint]
@@ -91,7 +93,7 @@ def create_app(model: str | Path | Inspector, max_chars: int = MAX_CHARS,
                              f"/api/{_endpoint(inspector.family)}, not /api/{endpoint}")
         body = _json_body()
         text = _text(body, "prompt" if endpoint == "generate" else "text", max_chars)
-        beam = _int(body, "beam", 4, 1, MAX_BEAM)
+        beam = _int(body, "beam", None, 1, MAX_BEAM)  # none: the folder's search
         new = _int(body, "max_new_tokens", 30, 0, MAX_NEW_TOKENS)
         kind = body.get("kind")
         with lock:
@@ -195,8 +197,10 @@ def _text(body: dict[str, Any], key: str, max_chars: int) -> str:
     return text
 
 
-def _int(body: dict[str, Any], key: str, default: int, lo: int, hi: int) -> int:
-    value = body.get(key, default)
+def _int(body: dict[str, Any], key: str, default: int | None, lo: int, hi: int) -> int | None:
+    if key not in body:
+        return default
+    value = body[key]
     if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
         raise BadRequest(f"{key!r} must be an integer from {lo} to {hi} (got {value!r})")
     return value

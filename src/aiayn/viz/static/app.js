@@ -33,6 +33,7 @@ async function loadInfo() {
   $("output-label").textContent = mode.output;
   $("text").maxLength = info.max_chars;
   $("beam-box").hidden = info.endpoint !== "translate";
+  if (info.beam) $("beam").value = Math.min(info.beam, info.max_beam);  // the folder's search
   $("new-box").hidden = info.endpoint !== "generate";
   if (info.example && !$("text").value) {  // open with an input from the training data, run
     $("text").value = info.example;
