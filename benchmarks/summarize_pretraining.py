@@ -3,7 +3,7 @@ training time (same threads, so equal CPU time), three systems:
 
   (a) scratch     summarize-small (the 2017 Transformer, preset small) trained on the pairs for
                   the whole budget;
-  (b) pretrained  the same model pretrained with span corruption (or --objective infill) on the
+  (b) pretrained  the same model pretrained with span corruption (or --objective infill, ...) on the
                   corpus's own training bodies for --pretrain-share of the budget (the built-in
                   config pretrain-span), then fine-tuned on the pairs for the rest (model.init);
   (c) lead-1      the document's first sentence (aiayn.summarization.lead): no training.
@@ -26,6 +26,7 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 from aiayn.data.corpora import load_corpus
+from aiayn.data.denoising import OBJECTIVES
 from aiayn.summarization import lead, rouge_scores
 from aiayn.tasks import translation
 
@@ -63,7 +64,8 @@ def main() -> None:
                    help="training time of each trained system (default 60)")
     p.add_argument("--pretrain-share", type=float, default=0.5,
                    help="(b): the share of --minutes spent pretraining (default 0.5)")
-    p.add_argument("--objective", choices=("span", "infill"), default="span")
+    p.add_argument("--objective", choices=OBJECTIVES, default="span",
+                   help="(b)'s data.objective (default span)")
     p.add_argument("--out", required=True, help="folder for the three model folders (new)")
     p.add_argument("--split", default="test", choices=("valid", "test"))
     p.add_argument("--pairs", type=int, default=None, help="score the first N pairs only")
