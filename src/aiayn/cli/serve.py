@@ -13,6 +13,11 @@ def register(sub) -> None:
     p.add_argument("--port", type=int, default=8000, help="port (default 8000)")
     p.add_argument("--threads", type=thread_count, default=4,
                    help="request threads (default 4; the server starts them all at once)")
+    p.add_argument("--engine", default="torch", choices=("torch", "ctranslate2"),
+                   help="who decodes a translation folder: torch (default) or ctranslate2 "
+                        "(pip install aiayn[ct2]; attention still drawn by the PyTorch model)")
+    p.add_argument("--ct2-compute-type", default="default", metavar="TYPE",
+                   help="with --engine ctranslate2: default (float32), int8, bfloat16, ...")
     p.set_defaults(func=run)
 
 
@@ -21,5 +26,6 @@ def run(args) -> int:
     from aiayn.viz.server import serve
     if not 0 <= args.port <= 65535:
         raise UserError(f"--port {args.port}: must be in 0..65535")
-    serve(args.model, args.host, args.port, args.threads)
+    serve(args.model, args.host, args.port, args.threads, engine=args.engine,
+          **({"compute_type": args.ct2_compute_type} if args.engine == "ctranslate2" else {}))
     return 0

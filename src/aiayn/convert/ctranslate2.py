@@ -175,17 +175,22 @@ def _set_stack(spec, state: dict, prefix: str, cfg, embed, cross: bool) -> None:
         _norm(spec.layer_norm, state, f"{prefix}.norm")
 
 
+# Sinusoid rows past max_len: CTranslate2's default max_decoding_length, for a user who decodes
+# the directory directly (aiayn's own sinusoids extend on demand too; learned ones cannot)
+EXTRA_SINUSOIDS = 256
+
+
 def _positions(module, cfg):
-    """(max_len, d_model) position vectors as the model adds them: §3.5's interleaved sinusoids
-    (aiayn's own table, not CTranslate2's built-in [sin..., cos...]), or the learned table from
-    row position_offset. aiayn decodes at most max_len - 1 tokens after <s>, so max_len rows
-    serve every position either stack reads."""
+    """Position vectors as the model adds them: §3.5's interleaved sinusoids (aiayn's own table,
+    not CTranslate2's built-in [sin..., cos...]), max_len + EXTRA_SINUSOIDS rows, or the
+    learned table's max_len rows from row position_offset. aiayn decodes at most max_len - 1
+    tokens after <s>, so max_len rows serve every position either stack reads."""
     from aiayn.nn.positions import LearnedPositions, sinusoidal_positions
 
     if isinstance(module, LearnedPositions):
         first = module.first_row
         return module.weight.detach().float().cpu().numpy()[first:first + cfg.max_len]
-    return sinusoidal_positions(cfg.max_len, cfg.d_model).numpy()
+    return sinusoidal_positions(cfg.max_len + EXTRA_SINUSOIDS, cfg.d_model).numpy()
 
 
 def _attention(spec, state: dict, p: str, fused_qkv: bool) -> None:

@@ -73,9 +73,17 @@ class Inspector:
         self.obj, self.family = obj, family
 
     @classmethod
-    def load(cls, folder: str | Path, device: str = "cpu") -> Inspector:
+    def load(cls, folder: str | Path, device: str = "cpu", engine: str = "torch",
+             **engine_options: Any) -> Inspector:
+        """engine="ctranslate2": a translation folder's translations are decoded by
+        CTranslate2 (Translator.load's engine), their attention drawn by the PyTorch model."""
         from aiayn.api import load
         family = folder_family(folder).name  # checked before loading weights
+        if engine != "torch" and family != TRANSLATION:
+            raise UserError(f"--engine {engine}: for translation folders only, not {family!r}")
+        if engine != "torch":
+            from aiayn.tasks.translation import Translator
+            return cls(Translator.load(folder, device, engine=engine, **engine_options), family)
         return cls(load(folder, device=device), family)
 
     @property
@@ -117,9 +125,10 @@ class Inspector:
         from aiayn.tasks.translation import decode_ids
         tr = self.obj
         src_ids = tr.fit_source(tr.encode_source(text))[: self.max_len]
-        out_ids = decode_ids(tr.model, [src_ids], device=tr.device,
-                             **tr.search_options(beam=beam), **tr.search_ids(),
-                             **tr.length_limits())[0]
+        decode = decode_ids if tr.engine is None else tr.engine.decode_ids  # --engine
+        out_ids = decode(tr.model, [src_ids], device=tr.device,
+                         **tr.search_options(beam=beam), **tr.search_ids(),
+                         **tr.length_limits())[0]
         out_ids = out_ids[: self.max_len - 1]
         src = torch.tensor([src_ids], device=tr.device)
         start = tr.special["decoder_start"]  # <s>; an imported BART's </s>

@@ -236,8 +236,11 @@ def make_server(app: Flask, host: str = "127.0.0.1", port: int = 8000, threads: 
 
 
 def serve(model: str | Path, host: str = "127.0.0.1", port: int = 8000, threads: int = 4,
-          say=print) -> None:
-    """Load the model and serve the explorer with waitress (a threaded production server)."""
+          say=print, engine: str = "torch", **engine_options: Any) -> None:
+    """Load the model and serve the explorer with waitress (a threaded production server).
+    engine="ctranslate2": translations decoded by CTranslate2 (Inspector.load)."""
+    if engine != "torch":
+        model = Inspector.load(model, engine=engine, **engine_options)
     server = make_server(create_app(model, host=host), host, port, threads)
     say(f"aiayn explorer: http://{host}:{server.effective_port}/ (Ctrl-C to stop)")
     server.run()
