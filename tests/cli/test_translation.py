@@ -508,7 +508,7 @@ def test_a_time_budget_gives_the_terminal_bar_a_total_and_a_percentage(tmp_path)
 
 
 def test_eval_rouge_on_request_and_for_a_summarization_model(trained, capsys):
-    from aiayn.cli.translation import _trained_on
+    from aiayn.cli.translation import _summarizes
 
     tmp, _, model = trained
     argv = ["eval", "--model", model, "--src", tmp / "valid.src", "--ref", tmp / "valid.tgt",
@@ -523,8 +523,13 @@ def test_eval_rouge_on_request_and_for_a_summarization_model(trained, capsys):
     assert {k: scores[k] for k in ("rouge1", "rouge2", "rougeL")} == rouge_scores(hyps, refs)
     code, out, _ = run(capsys, *argv, "--rouge")
     assert code == 0 and "ROUGE-1 " in out and "ROUGE-L " in out
-    assert _trained_on({"experiment": {"data": {"corpus": "stdlib-docstrings"}}}) == "stdlib-docstrings"
-    assert _trained_on({"family": "transformer"}) is None
+    # unasked, as the folder's validation did (translation.reports_rouge of its data settings)
+    assert _summarizes({"experiment": {"data": {"corpus": "stdlib-docstrings"}}})
+    assert _summarizes({"experiment": {"data": {"corpus": "gettext", "valid_rouge": True}}})
+    assert not _summarizes({"experiment": {"data": {"corpus": "stdlib-docstrings",
+                                                    "objective": "span"}}})
+    assert not _summarizes({"experiment": {"data": {"corpus": "gettext"}}})
+    assert not _summarizes({"family": "transformer"})  # an imported folder
 
 
 def test_summarize_is_translate_over_whole_texts(trained, capsys, monkeypatch):

@@ -249,7 +249,7 @@ def _summarize(args: argparse.Namespace) -> int:
 def _eval(args: argparse.Namespace) -> int:
     from aiayn.data.parallel import read_parallel
     from aiayn.generation.workers import resolve_workers
-    from aiayn.summarization import SUMMARY_CORPORA, rouge_scores
+    from aiayn.summarization import rouge_scores
     from aiayn.tasks.translation import score_translations
 
     if args.hyp:
@@ -264,7 +264,7 @@ def _eval(args: argparse.Namespace) -> int:
     hyps = translator.translate([s for s, _ in pairs], **{**_translate_opts(args), **search})
     seconds = time.perf_counter() - start
     scores = score_translations(hyps, [r for _, r in pairs])
-    rouge = args.rouge or _trained_on(translator.meta) in SUMMARY_CORPORA
+    rouge = args.rouge or _summarizes(translator.meta)
     if rouge:
         scores.update(rouge_scores(hyps, [r for _, r in pairs]))
     out_tokens = sum(len(translator.tokenizer.encode(h)) + 1 for h in hyps)
@@ -295,10 +295,17 @@ def _eval(args: argparse.Namespace) -> int:
     return 0
 
 
-def _trained_on(meta: dict) -> str | None:
-    """The built-in corpus a model folder was trained on (config.json's experiment), if any."""
-    data = meta.get("experiment", {}).get("data") or {}
-    return data.get("corpus") if isinstance(data, dict) else None
+def _summarizes(meta: dict) -> bool:
+    """Whether a model folder's validation scored ROUGE (translation.reports_rouge of its
+    config.json's data settings: trained on a summarization corpus, or data.valid_rouge), so
+    that `aiayn eval` reports it unasked; False for a folder without them (an imported one)."""
+    from aiayn.tasks.translation import DataConfig, reports_rouge
+
+    data = meta.get("experiment", {}).get("data")
+    try:
+        return reports_rouge(DataConfig.from_dict(data))
+    except (AttributeError, TypeError, UserError):  # no data settings, or not these
+        return False
 
 
 def _average(args: argparse.Namespace) -> int:
