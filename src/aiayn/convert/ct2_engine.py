@@ -10,25 +10,33 @@ aiayn's tokenizer and special ids stay: the source ids are given to CTranslate2 
 directory's vocabulary strings (one per id) and its output strings are read back as ids. The
 search is the one `Translator.translate` runs (§6.1), mapped onto CTranslate2's options:
 
-- **Greedy** (beam 1): the same tokens. Padding and <s> are suppressed, as aiayn bans them.
-- **Length limit** (§6.1: input + 50, at most max_len - 1): `max_decoding_length` per sentence
-  (sentences are grouped by it; aiayn's batches share the longest source's room below max_len,
-  so near max_len a sentence may get a few tokens more here). At the limit aiayn adds </s> and
-  its log-probability, CTranslate2 ends the hypothesis as it is: a translation that reaches the
-  limit (a degenerate loop) may be ranked differently by a beam.
+- **Greedy** (beam 1): the same tokens.
+- **Length limit** (§6.1: input + 50, at most max_len - 1): `max_decoding_length` per sentence,
+  in aiayn's batches (sorted by length, batch_size each: the longest source of a batch leaves
+  the room below max_len - 1), sentences grouped by it. At the limit aiayn ends every live beam
+  with </s> and adds its log-probability; CTranslate2 ends its K best candidates as they are.
+  Such a hypothesis gets its </s> scored (score_batch) when it could win; the one difference
+  left: a beam whose </s> came in the K best one step before the limit has a replacement that
+  aiayn ends at the limit and CTranslate2 does not (a degenerate loop: 0-2 of 1,000 test
+  sentences of a tiny model, tested).
+- **Padding and <s>** are never emitted by aiayn. Greedy suppresses them (the same argmax);
+  a beam does not, since CTranslate2's suppress_sequences renormalises the softmax over the
+  rest and so changes the summed log-probabilities (a trained model gives them no mass).
 - **Length penalty**: aiayn's GNMT ((5 + |Y|) / 6)^alpha (§6.1, the default) has no CTranslate2
   equivalent (its `length_penalty` is |Y|^alpha, with |Y| counting </s> only when
   return_end_token is set). So CTranslate2 returns every finished hypothesis with its score,
   its summed log-probability is recovered (score x |Y|^1, length_penalty=1 with </s> returned)
   and aiayn's penalty, GNMT or avg, ranks them. Ties: the higher score, then the shorter (the
   earlier finished, as aiayn's stable sort keeps it).
-- **Stopping**: `first_k` (fairseq's: K finished) is CTranslate2's patience 1, the same
-  hypotheses. aiayn's default `exact` stops once no live hypothesis can beat the K-th best
+- **Stopping**: aiayn's default `exact` stops once no live hypothesis can beat the K-th best
   finished; CTranslate2 cannot test that, so it searches to the length limit (patience past any
   count of finished hypotheses) and the ranking above picks the same best one (a hypothesis
-  finished later cannot beat it: aiayn's stopping bound). Slower than first_k; with alpha 0
-  CTranslate2's own early exit (the best beam ended) is exact and used. `current_length` (HF's
-  heuristic) has no equivalent and is refused.
+  finished later cannot beat it: aiayn's stopping bound). Slower than CTranslate2's own rules;
+  with alpha 0 its early exit (the best beam ended) is exact and used. `first_k` (fairseq's:
+  K finished) with avg is CTranslate2's patience 1; with GNMT, whose ranking CTranslate2 would
+  cut to its K best by |Y|^alpha, the whole search again, cut where K had finished. The
+  finished hypotheses of a beam do not depend on when it stops, so these are aiayn's own.
+  `current_length` (HF's heuristic) has no equivalent and is refused.
 """
 
 from __future__ import annotations
@@ -159,7 +167,8 @@ class CT2Decoder:
         groups: dict[int, list[int]] = {}
         for i, limit in self._limits(src_ids, max_len, max_extra, max_new_tokens, batch_size):
             groups.setdefault(limit, []).append(i)
-        options = self._options(beam, alpha, early_stopping)
+        options = self._options(beam, alpha, length_penalty, early_stopping)
+        first_k = options.pop("first_k", False)  # aiayn's first_k, applied to a whole search
         # aiayn never emits padding or <s>. CTranslate2's suppress_sequences removes them before
         # its softmax, which renormalises the others: greedy's argmax is the same, a beam's
         # summed log-probabilities are not; so a beam searches over the whole vocabulary, as
@@ -177,11 +186,15 @@ class CT2Decoder:
                 return_scores=True, return_end_token=True, suppress_sequences=banned,
                 no_repeat_ngram_size=no_repeat_ngram_size, min_decoding_length=min_length,
                 max_input_length=0, **extra)))
+        ranked = {i: self._ranked(result.result(), options["length_penalty"], alpha,
+                                  length_penalty, eos_id, cut=beam > 1 and not forced_eos)
+                  for rows, batch in pending for i, result in zip(rows, batch, strict=True)}
+        if first_k:
+            ranked = {i: self._first_k(hyps, beam) for i, hyps in ranked.items()}
+        self._score_cut(ranked, src_ids, alpha, length_penalty, batch_size)
         results: list[list[int]] = [[] for _ in src_ids]
-        for rows, batch in pending:
-            for i, result in zip(rows, batch, strict=True):
-                results[i] = self._best(result.result(), options["length_penalty"], alpha,
-                                        length_penalty, eos_id)
+        for i, hyps in ranked.items():
+            results[i] = max(hyps, key=lambda h: h[0])[1] if hyps else []
         return results
 
     @staticmethod
@@ -200,36 +213,66 @@ class CT2Decoder:
                 yield i, min(lengths[i] + extra, cap)
 
     @staticmethod
-    def _options(beam: int, alpha: float, early_stopping: str) -> dict[str, Any]:
+    def _options(beam: int, alpha: float, kind: str, early_stopping: str) -> dict[str, Any]:
         """CTranslate2's length_penalty, patience and num_hypotheses for aiayn's search (the
-        module's doc); patience "limit": searched to the length limit."""
+        module's doc); patience "limit": searched to the length limit; first_k: aiayn's
+        first_k applied to that whole search (_first_k)."""
         if beam == 1 or (early_stopping == "exact" and alpha == 0):
             return {"length_penalty": 0.0, "num_hypotheses": 1}  # its early exit: exact here
-        if early_stopping == "exact":
-            return {"length_penalty": 1.0, "patience": "limit"}
-        # first_k: K finished. CTranslate2 keeps the K best by |Y|^length_penalty (</s>
-        # counted): aiayn's "avg" exactly; for GNMT those K are then ranked by GNMT. (A
-        # length_penalty of 0 would switch CTranslate2 to its other stopping rule.)
+        if early_stopping == "exact" or (kind == "gnmt" and alpha != 0):
+            return {"length_penalty": 1.0, "patience": "limit",
+                    "first_k": early_stopping == "first_k"}
+        # first_k with |Y|^alpha: CTranslate2's patience 1 (K finished) keeps the K best by
+        # |Y|^length_penalty, </s> counted: aiayn's "avg". (A length_penalty of 0 would switch
+        # CTranslate2 to its other stopping rule.)
         return {"length_penalty": alpha or 1e-9, "patience": 1, "num_hypotheses": beam}
 
-    def _best(self, result, ct2_penalty: float, alpha: float, kind: str,
-              eos_id: int) -> list[int]:
-        """The hypothesis aiayn's length penalty ranks first: its summed log-probability is
-        CTranslate2's score times |Y|^ct2_penalty (CTranslate2's length, </s> included as
-        return_end_token makes it), divided by aiayn's penalty."""
+    @staticmethod
+    def _first_k(hyps: list[list], k: int) -> list[list]:
+        """The hypotheses aiayn's first_k holds when it stops: those finished by the first step
+        at which K have (a hypothesis of n tokens finished at step n). A beam's finished
+        hypotheses do not depend on when it stops, so a whole search holds them all."""
+        steps = sorted(len(h[1]) for h in hyps)
+        if len(steps) < k:
+            return hyps
+        return [h for h in hyps if len(h[1]) <= steps[k - 1]]
+
+    def _ranked(self, result, ct2_penalty: float, alpha: float, kind: str, eos_id: int,
+                cut: bool) -> list[list]:
+        """Each hypothesis as [aiayn's key, its ids, cut]: the key (score by aiayn's length
+        penalty, then the shorter) from its summed log-probability, CTranslate2's score times
+        |Y|^ct2_penalty (CTranslate2's length: </s> counted, return_end_token). With `cut`, a
+        hypothesis CTranslate2 ended at the length limit has no </s>: its key is then a bound
+        (aiayn adds log p(</s>) <= 0 there), until _score_cut scores it."""
         from aiayn.generation.beam import length_penalty
 
-        best, best_key = [], None
+        out = []
         for tokens, score in zip(result.hypotheses, result.scores, strict=True):
             ids = [self.ids[t] for t in tokens]
             logprob = score * len(ids) ** ct2_penalty
-            if ids and ids[-1] == eos_id:
+            ended = bool(ids) and ids[-1] == eos_id
+            if ended:
                 ids = ids[:-1]
             n = len(ids) + 1  # aiayn's |Y| counts </s> (forced at the limit)
-            key = (logprob / length_penalty(n, alpha, kind), -n)
-            if best_key is None or key > best_key:
-                best, best_key = ids, key
-        return best
+            out.append([(logprob / length_penalty(n, alpha, kind), -n), ids, cut and not ended])
+        return out
+
+    def _score_cut(self, ranked: dict[int, list[list]], src_ids, alpha: float, kind: str,
+                   batch_size: int) -> None:
+        """Score, with the </s> aiayn adds at the length limit, every cut hypothesis whose bound
+        beats its sentence's best complete one (only those can win)."""
+        from aiayn.generation.beam import length_penalty
+
+        todo = []
+        for i, hyps in ranked.items():
+            complete = max((h[0] for h in hyps if not h[2]), default=None)
+            todo += [(i, h) for h in hyps if h[2] and (complete is None or h[0] > complete)]
+        if not todo:
+            return
+        scores = self.score_ids([(src_ids[i], h[1]) for i, h in todo], batch_size)
+        for (_, h), scored in zip(todo, scores, strict=True):
+            n = len(h[1]) + 1
+            h[0], h[2] = (scored["logprob"] / length_penalty(n, alpha, kind), -n), False
 
     def score_ids(self, pairs: Sequence[tuple[Sequence[int], Sequence[int]]],
                   batch_size: int = 64) -> list[dict[str, float]]:
