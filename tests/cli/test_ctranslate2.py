@@ -1,0 +1,80 @@
+"""`aiayn translate | eval --engine ctranslate2`: the same command line and output lines as
+`--engine torch`, from the folder's ctranslate2/ export; its refusals in one line."""
+
+import io
+import json
+import sys
+
+import pytest
+import torch
+
+from aiayn.cli import main
+from tests.builders import digit_pairs, run, write_config, write_pairs
+from tests.convert.test_ctranslate2 import random_folder
+
+pytest.importorskip("ctranslate2")
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("cli_ct2")
+    torch.set_num_threads(1)
+    config = write_config(tmp, max_steps=400, save_every=0)
+    assert main(["train", str(config), "model.dropout=0"]) == 0
+    write_pairs(digit_pairs(120, 11), tmp / "test.src", tmp / "test.tgt")
+    return tmp / "model", tmp / "test.src", tmp / "test.tgt"
+
+
+def _stdin(monkeypatch, path):
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(path.read_bytes()),
+                                                       encoding="utf-8"))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("search", [[], ["--beam", "1"], ["--beam", "4", "--alpha", "1.0",
+                                                           "--length-penalty", "avg",
+                                                           "--early-stopping", "first_k"]],
+                         ids=["§6.1 beam 4", "greedy", "avg first_k"])
+def test_translate_prints_the_same_lines_with_either_engine(trained, capsys, monkeypatch, search):
+    model, src, _ = trained
+    lines = {}
+    for engine in ("torch", "ctranslate2"):
+        _stdin(monkeypatch, src)
+        code, out, err = run(capsys, "translate", "--model", model, "--engine", engine,
+                             "--workers", "1", "--threads", "1", *search)
+        assert code == 0, err
+        lines[engine] = out.splitlines()
+    assert len(lines["torch"]) == 120 and lines["ctranslate2"] == lines["torch"]
+    assert len(set(lines["torch"])) > 20  # the tiny model translates, if not always right
+    assert (model / "ctranslate2" / "model.bin").is_file()  # exported on first use, kept
+
+
+@pytest.mark.slow
+def test_eval_json_reports_the_engine_and_the_same_scores(trained, capsys):
+    model, src, ref = trained
+    scores = {}
+    for engine in ("torch", "ctranslate2"):
+        code, out, err = run(capsys, "eval", "--model", model, "--src", src, "--ref", ref,
+                             "--json", "--engine", engine, "--workers", "2")
+        assert code == 0, err
+        scores[engine] = json.loads(out)
+    assert scores["ctranslate2"]["engine"] == "ctranslate2" and scores["torch"]["engine"] == "torch"
+    assert scores["ctranslate2"]["ct2_compute_type"] == "default"
+    for key in ("bleu", "chrf", "exact_match", "beam", "alpha", "length_penalty"):
+        assert scores["ctranslate2"][key] == scores["torch"][key], key
+    code, out, _ = run(capsys, "eval", "--model", model, "--src", src, "--ref", ref, "--json",
+                       "--engine", "ctranslate2", "--ct2-compute-type", "int8")
+    assert code == 0 and json.loads(out)["ct2_compute_type"] == "int8"
+
+
+@pytest.mark.parametrize("argv, named", [
+    (["--precision", "bf16"], "--precision bf16 is for --engine torch"),
+    (["--early-stopping", "current_length"], "--early-stopping current_length"),
+    (["--ct2-compute-type", "int3"], "--ct2-compute-type int3"),
+])
+def test_what_the_ctranslate2_engine_cannot_do_is_refused_in_one_line(tmp_path, capsys, argv,
+                                                                      named):
+    folder = random_folder(tmp_path / "m")
+    code, _, err = run(capsys, "translate", "--model", folder, "--engine", "ctranslate2",
+                       *argv, "1 2")
+    assert code == 2 and err.count("\n") == 1 and named in err
