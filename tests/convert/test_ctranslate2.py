@@ -196,6 +196,21 @@ def test_the_explorer_translates_with_ctranslate2_and_draws_the_same_attention(t
     assert ct2_view.output == torch_view.output and ct2_view.labels == torch_view.labels
 
 
+@pytest.mark.slow
+def test_ct2_transformers_converter_refuses_the_hf_export_so_export_ctranslate2_exists(tmp_path):
+    """What convert/hf_export.py's docstring says: CTranslate2's Marian loader assumes OPUS-MT's
+    vocabulary layout and refuses `aiayn export hf`'s MarianMTModel."""
+    import subprocess
+
+    pytest.importorskip("transformers")
+    folder = random_folder(tmp_path / "m")
+    assert main(["export", "hf", "--model", str(folder), "--out", str(tmp_path / "hf")]) == 0
+    done = subprocess.run([sys.executable, "-m", "ctranslate2.converters.transformers",
+                           "--model", str(tmp_path / "hf"), "--output_dir",
+                           str(tmp_path / "ct2")], capture_output=True, text=True, timeout=300)
+    assert done.returncode != 0 and "but the model expected a vocabulary of size" in done.stderr
+
+
 # -- a trained model: beam search --------------------------------------------------------------
 
 @pytest.fixture(scope="module")

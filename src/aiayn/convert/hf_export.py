@@ -5,7 +5,11 @@ architecture's own schema), model.safetensors (its parameter names and layouts),
 models generation_config.json and the tokenizer (tokenizer.json, aiayn's own file, with
 tokenizer_config.json and special_tokens_map.json naming its special tokens), for a ViT
 preprocessor_config.json. `AutoModel*`, `AutoTokenizer` and `AutoImageProcessor` (and what builds
-on them: ONNX export, CTranslate2, TGI) take it as it is. An option the HF architecture does not
+on them: ONNX export, TGI) take it as it is. CTranslate2's `ct2-transformers-converter` does not
+take a translator: its Marian loader assumes OPUS-MT's layout (padding last, a decoder starting
+from a zero embedding) and stops at "Source vocabulary 0 has size N but the model expected a
+vocabulary of size N-1" (tested); `aiayn export ctranslate2` (convert/ctranslate2.py) writes a
+CTranslate2 directory with its own spec API instead. An option the HF architecture does not
 have is refused with the option named; nothing approximate is written.
 
     transformer (translation)  -> MarianMTModel               (convert/hf_marian.py)
