@@ -273,3 +273,19 @@ def test_int8_is_within_a_bleu_and_a_chrf_point_of_float32(trained):
     assert fp32["chrf"] > 20, fp32  # a model that translates something
     assert abs(int8["bleu"] - fp32["bleu"]) <= 1.0 and abs(int8["chrf"] - fp32["chrf"]) <= 1.0, \
         (int8, fp32)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_on_cuda_ctranslate2_scores_and_translates_as_aiayn_does(tmp_path):
+    """The engine on the GPU (CTranslate2's float32 there) against aiayn's model on the GPU:
+    log-likelihoods within 1e-3 nats per sentence, the same greedy and beam-4 translations."""
+    from aiayn.tasks.translation import Translator
+
+    folder = random_folder(tmp_path / "m")
+    mt = Translator.load(folder, device="cuda", engine="ctranslate2")
+    sources, targets = [s for s, _ in PAIRS], [t for _, t in PAIRS]
+    pairs = [(mt.fit_source(mt.encode_source(s)), mt.tokenizer.encode(t)) for s, t in PAIRS]
+    ours, theirs = mt.score(sources, targets), mt.engine.score_ids(pairs)
+    assert max(abs(o["logprob"] - t["logprob"]) for o, t in zip(ours, theirs, strict=True)) < 1e-3
+    cpu = Translator.load(folder)
+    assert mt.translate(sources, beam=1) == cpu.translate(sources, beam=1, workers=1)
