@@ -41,6 +41,7 @@ search is the one `Translator.translate` runs (§6.1), mapped onto CTranslate2's
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Sequence
 from pathlib import Path
@@ -121,6 +122,18 @@ def _index(device: Any) -> int:
     return int(text.split(":")[1]) if ":" in text else 0
 
 
+@contextlib.contextmanager
+def _reported():
+    """CTranslate2's runtime failures (a library it loads only when it first computes, a device
+    out of memory) as one line."""
+    try:
+        yield
+    except RuntimeError as e:
+        hint = (" (CTranslate2 4.8's wheel runs on CUDA 12's cuBLAS: install it, e.g. pip install "
+                "nvidia-cublas-cu12, or decode on the CPU)" if "libcublas" in str(e) else "")
+        raise UserError(f"CTranslate2 failed: {e}{hint}") from None
+
+
 class CT2Decoder:
     """Translator.translate's decoding by CTranslate2: `decode_ids` takes what
     aiayn.generation.search.decode_ids takes and gives what it gives (token ids, no <s> / </s>,
@@ -186,9 +199,10 @@ class CT2Decoder:
                 return_scores=True, return_end_token=True, suppress_sequences=banned,
                 no_repeat_ngram_size=no_repeat_ngram_size, min_decoding_length=min_length,
                 max_input_length=0, **extra)))
-        ranked = {i: self._ranked(result.result(), options["length_penalty"], alpha,
-                                  length_penalty, eos_id, cut=beam > 1 and not forced_eos)
-                  for rows, batch in pending for i, result in zip(rows, batch, strict=True)}
+        with _reported():
+            ranked = {i: self._ranked(result.result(), options["length_penalty"], alpha,
+                                      length_penalty, eos_id, cut=beam > 1 and not forced_eos)
+                      for rows, batch in pending for i, result in zip(rows, batch, strict=True)}
         if first_k:
             ranked = {i: self._first_k(hyps, beam) for i, hyps in ranked.items()}
         self._score_cut(ranked, src_ids, alpha, length_penalty, batch_size)
@@ -278,9 +292,10 @@ class CT2Decoder:
                   batch_size: int = 64) -> list[dict[str, float]]:
         """Teacher-forced log-likelihood of each (source ids, target ids) pair, as
         Translator.score gives it: {"logprob": over the target and </s>, "tokens": how many}."""
-        out = self.translator.score_batch([self._source(s) for s, _ in pairs],
-                                          [[self.tokens[i] for i in t] for _, t in pairs],
-                                          max_batch_size=batch_size, max_input_length=0)
+        with _reported():
+            out = self.translator.score_batch([self._source(s) for s, _ in pairs],
+                                              [[self.tokens[i] for i in t] for _, t in pairs],
+                                              max_batch_size=batch_size, max_input_length=0)
         return [{"logprob": float(sum(r.log_probs)), "tokens": len(r.log_probs)} for r in out]
 
 
