@@ -60,6 +60,8 @@ def test_eval_json_reports_the_engine_and_the_same_scores(trained, capsys):
         scores[engine] = json.loads(out)
     assert scores["ctranslate2"]["engine"] == "ctranslate2" and scores["torch"]["engine"] == "torch"
     assert scores["ctranslate2"]["ct2_compute_type"] == "default"
+    assert (scores["ctranslate2"]["ct2_inter_threads"], scores["ctranslate2"]["ct2_intra_threads"]) \
+        == (2, 1)  # --workers 2: two batches side by side, a thread each
     for key in ("bleu", "chrf", "exact_match", "beam", "alpha", "length_penalty"):
         assert scores["ctranslate2"][key] == scores["torch"][key], key
     code, out, _ = run(capsys, "eval", "--model", model, "--src", src, "--ref", ref, "--json",

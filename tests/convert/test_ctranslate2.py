@@ -153,6 +153,29 @@ def test_the_folders_export_is_redone_when_its_weights_change(tmp_path):
     assert second.engine.score_ids(pair) != first.engine.score_ids(pair)
 
 
+def test_a_saved_checkpoint_gets_its_own_export(tmp_path):
+    import shutil
+
+    from aiayn.folder import checkpoint_path, save_weights
+    from aiayn.tasks.translation import Translator
+
+    folder = random_folder(tmp_path / "m")
+    checkpoint_path(folder, 5).parent.mkdir()
+    shutil.copy(folder / "model.safetensors", checkpoint_path(folder, 5))
+    model = Translator.load(folder).model
+    with torch.no_grad():
+        model.output.weight.mul_(2)
+    save_weights(model, folder / "model.safetensors")  # the latest weights differ from step 5's
+    at_5 = Translator.load(folder, checkpoint=5, engine="ctranslate2", intra_threads=1)
+    assert (folder / "ctranslate2-step_00000005" / "model.bin").is_file()
+    assert not (folder / "ctranslate2").exists()
+    pair = [(at_5.encode_source("3 1"), at_5.tokenizer.encode("drei eins"))]
+    assert at_5.engine.score_ids(pair)[0]["logprob"] == pytest.approx(
+        at_5.score(["3 1"], ["drei eins"])[0]["logprob"], abs=1e-4)
+    latest = Translator.load(folder).score(["3 1"], ["drei eins"])[0]["logprob"]
+    assert abs(latest - at_5.engine.score_ids(pair)[0]["logprob"]) > 0.1
+
+
 T5_LIKE = {"relative_attention_num_buckets": 8, "positions": "none"}
 
 

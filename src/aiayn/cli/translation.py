@@ -276,8 +276,10 @@ def _eval(args: argparse.Namespace) -> int:
                   **{**_decode_opts(args), **search, "workers": workers},
                   threads=_threads(), device=args.device, precision=args.precision,
                   engine=args.engine)
-    if args.engine == "ctranslate2":
-        scores["ct2_compute_type"] = args.ct2_compute_type
+    if args.engine == "ctranslate2":  # its batches side by side and threads each
+        inter, intra = translator.engine.threads
+        scores.update(ct2_compute_type=args.ct2_compute_type, ct2_inter_threads=inter,
+                      ct2_intra_threads=intra)
     if args.hyp:
         from aiayn.folder import atomic_write_text
         atomic_write_text(args.hyp, "".join(h + "\n" for h in hyps))

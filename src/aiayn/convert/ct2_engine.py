@@ -146,6 +146,7 @@ class CT2Decoder:
         self.ids = {t: i for i, t in enumerate(self.tokens)}
         self.source_eos = source_eos  # CTranslate2 appends </s> itself (add_source_eos)
         self.compute_type = compute_type
+        self.threads = (1, 0)  # (inter_threads, intra_threads) it was loaded with
 
     @classmethod
     def load(cls, folder: str | Path, model, tokenizer, meta: dict[str, Any],
@@ -153,8 +154,10 @@ class CT2Decoder:
              inter_threads: int = 1, intra_threads: int = 0) -> CT2Decoder:
         translator = load_translator(folder, compute_type, device, inter_threads, intra_threads,
                                      checkpoint)
-        return cls(translator, vocabulary(tokenizer, model.config.vocab_size),
-                   bool(meta.get("source_eos")), compute_type)
+        decoder = cls(translator, vocabulary(tokenizer, model.config.vocab_size),
+                      bool(meta.get("source_eos")), compute_type)
+        decoder.threads = (inter_threads, intra_threads)
+        return decoder
 
     def _source(self, ids: Sequence[int]) -> list[str]:
         if self.source_eos:  # the directory's add_source_eos puts it back
