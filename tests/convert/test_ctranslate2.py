@@ -176,6 +176,30 @@ def test_a_saved_checkpoint_gets_its_own_export(tmp_path):
     assert abs(latest - at_5.engine.score_ids(pair)[0]["logprob"]) > 0.1
 
 
+def test_while_another_process_exports_the_folder_a_second_is_refused_in_one_line(tmp_path,
+                                                                                 capsys):
+    import os
+    import subprocess
+    from pathlib import Path
+
+    folder = random_folder(tmp_path / "m")
+    src = str(Path(__file__).resolve().parents[2] / "src")
+    code = ("import sys, time\nfrom aiayn.lock import writer_lock\n"
+            "with writer_lock(sys.argv[1]):\n    print('held', flush=True)\n    time.sleep(60)")
+    holder = subprocess.Popen([sys.executable, "-c", code, str(folder / "ctranslate2")],
+                              stdout=subprocess.PIPE, text=True,
+                              env={**os.environ, "PYTHONPATH": src})
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        assert main(["translate", "--model", str(folder), "--engine", "ctranslate2", "1 2"]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "ctranslate2 is being exported by pid" in err
+    finally:
+        holder.kill()
+        holder.wait()
+    assert main(["translate", "--model", str(folder), "--engine", "ctranslate2", "1 2"]) == 0
+
+
 T5_LIKE = {"relative_attention_num_buckets": 8, "positions": "none"}
 
 

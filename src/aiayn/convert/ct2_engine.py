@@ -66,14 +66,19 @@ def engine_dir(folder: str | Path, checkpoint: int | None = None) -> Path:
     """The folder's CTranslate2 directory, exported now when it is missing, unfinished or older
     than the weights (by the directory's one writer: a second process exporting it meanwhile is
     refused in one line, and the next call finds it done)."""
-    from aiayn.lock import writer_lock
+    from aiayn.lock import FolderBusy, holder, writer_lock
 
     folder = Path(folder)
     out = folder / ("ctranslate2" if checkpoint is None else f"ctranslate2-step_{checkpoint:08d}")
     stamp = weights_stamp(folder, checkpoint)
     if _current(out, stamp):
         return out
-    with writer_lock(out):
+    with contextlib.ExitStack() as held:
+        try:
+            held.enter_context(writer_lock(out))
+        except FolderBusy:
+            raise FolderBusy(f"{out} is being exported by {holder(out) or 'another process'}; "
+                             "run again once it is done") from None
         if not _current(out, stamp):  # (another process may have written it meanwhile)
             import shutil
 
