@@ -242,6 +242,10 @@ class TransformerConfig(BlockConfig):
     # d_model 512 (its d_kv).
     head_dim: int | None = field(default=None, metadata={
         "help": "d_k = d_v of each head; None: d_model / n_heads (§3.2.2); T5's d_kv"})
+    # Table 3 row (B) narrows the queries and keys alone (d_k 16 or 32, d_v 64: 58M and 60M
+    # parameters, as the paper counts them).
+    value_dim: int | None = field(default=None, metadata={
+        "help": "d_v of each head when it differs from d_k (Table 3 row B); None: d_k"})
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -282,13 +286,19 @@ class TransformerConfig(BlockConfig):
                   f"must exceed relative_attention_num_buckets / 2 = {buckets // 2}")
         if self.norm not in NORMS:
             _fail("norm", self.norm, f"must be one of {', '.join(NORMS)}")
-        if self.head_dim is not None and self.head_dim <= 0:
-            _fail("head_dim", self.head_dim, "must be a positive integer (or None)")
+        for name in ("head_dim", "value_dim"):
+            if getattr(self, name) is not None and getattr(self, name) <= 0:
+                _fail(name, getattr(self, name), "must be a positive integer (or None)")
 
     @property
     def d_k(self) -> int:
         """Each head's width d_k = d_v (§3.2.2: d_model / h, unless head_dim says otherwise)."""
         return self.d_model // self.n_heads if self.head_dim is None else self.head_dim
+
+    @property
+    def d_v(self) -> int:
+        """Each head's value width d_v (§3.2.2: d_k, unless value_dim says otherwise)."""
+        return self.d_k if self.value_dim is None else self.value_dim
 
     @property
     def target_vocab_size(self) -> int:

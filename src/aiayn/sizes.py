@@ -35,9 +35,12 @@ def estimate_parameters(config: Any) -> int:
     """
     d, d_ff = int(getattr(config, "d_model", 0)), int(getattr(config, "d_ff", 0))
     enc, dec = _stacks(config)
-    # heads of their own width (T5's d_kv); a gated feed-forward (T5 v1.1) has a third matrix
-    head_dim = getattr(config, "head_dim", None)
+    # heads of their own width (T5's d_kv; Table 3 row B's d_k and d_v: the wider, an upper
+    # estimate); a gated feed-forward (T5 v1.1) has a third matrix
+    head_dim, value_dim = getattr(config, "head_dim", None), getattr(config, "value_dim", None)
     d_attn = int(getattr(config, "n_heads", 1)) * int(head_dim) if head_dim else d
+    if value_dim:
+        d_attn = max(d_attn, int(getattr(config, "n_heads", 1)) * int(value_dim))
     per_layer = 4 * d * d_attn + (3 if getattr(config, "gated_ffn", False) else 2) * d * d_ff
     total = enc * per_layer + dec * (per_layer + 4 * d * d_attn)
     vocab = int(getattr(config, "vocab_size", 0) or 0) + int(getattr(config, "tgt_vocab_size", 0) or 0)

@@ -114,7 +114,7 @@ def test_padded_source_positions_change_nothing(kw):
 
 
 @pytest.mark.parametrize("kw", [{}, {"norm_first": True}, {"positions": "learned"}, BART, T5,
-                                T5_V11])
+                                T5_V11, {"head_dim": 2, "value_dim": 8}])  # the last: Table 3 (B)
 def test_incremental_decoding_with_cache_equals_recompute(kw):
     model = _tiny(**kw)
     src = torch.randint(4, 50, (3, 6))

@@ -394,3 +394,26 @@ def test_unscaled_attention_leaves_out_sqrt_dk():
     bias = torch.tensor([[0.5, -0.5]])
     _, w = scaled_dot_product_attention(q, k, torch.zeros(2, 1), bias=bias, scale=1.0)
     assert torch.allclose(w[0], torch.softmax(torch.tensor([1.5, -0.5]), dim=0))
+
+
+@pytest.mark.parametrize("t", [6, 130])  # the CPU's matmul path (short) and its fused kernel
+def test_values_wider_than_keys_give_the_references_numbers(t):
+    """Table 3 row (B): d_k narrower than d_v (value_dim). q_proj and k_proj are h x d_k wide,
+    v_proj and out_proj h x d_v; self-attention (fused Q, K, V), cross-attention and a cached
+    decoding step all give the reference path's numbers, the weights summing to 1 per query."""
+    torch.manual_seed(0)
+    mha = MultiHeadAttention(16, 2, head_dim=3, value_dim=8).eval()
+    assert mha.q_proj.weight.shape == mha.k_proj.weight.shape == (6, 16)
+    assert mha.v_proj.weight.shape == (16, 16) and mha.out_proj.weight.shape == (16, 16)
+    x, memory = torch.randn(2, t, 16), torch.randn(2, 5, 16)
+    for key in (x, memory):
+        for grad in (True, False):
+            with torch.set_grad_enabled(grad):
+                fast = mha(x, key, key)
+                ref, weights = mha(x, key, key, return_attn=True)
+            torch.testing.assert_close(fast, ref, atol=1e-5, rtol=1e-4)
+            torch.testing.assert_close(weights.sum(-1), torch.ones(2, 2, t))
+    with torch.no_grad():
+        cache, full = AttentionCache(), mha(x, x, x, is_causal=True)
+        steps = [mha(x[:, i:i + 1], x[:, i:i + 1], x[:, i:i + 1], cache=cache) for i in range(t)]
+    torch.testing.assert_close(torch.cat(steps, dim=1), full, atol=1e-5, rtol=1e-4)

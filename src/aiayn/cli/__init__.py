@@ -25,6 +25,7 @@ COMMAND_MODULES = [
     "aiayn.cli.vit",  # vit train / eval
     "aiayn.cli.viz",  # viz attention / positions / masks / curves
     "aiayn.cli.serve",  # serve
+    "aiayn.cli.table3",  # table3 (the paper's Table 3, trained and scored)
     "aiayn.cli.configs",  # configs (the built-in configs by name)
 ]
 

@@ -46,7 +46,8 @@ _BART_SHAPE = {"norm_first": False, "final_norm": False, "positions": "learned",
                "bias": True, "output_bias": True, "layer_norm_eps": 1e-5,
                # T5's options (convert/hf_t5.py): BART has none of them
                "relative_attention_num_buckets": 0, "norm": "layer_norm", "scale_attention": True,
-               "gated_ffn": False, "tie_output": True, "scale_output": False, "head_dim": None}
+               "gated_ffn": False, "tie_output": True, "scale_output": False, "head_dim": None,
+               "value_dim": None}
 # Keys of older BART config.json files (and mBART's) that asked for what aiayn does not have ->
 # BART's own value; another value is refused, naming the key.
 _LEGACY = {"normalize_before": False, "add_final_layer_norm": False, "normalize_embedding": True,

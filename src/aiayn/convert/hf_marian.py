@@ -45,7 +45,8 @@ from aiayn.sizes import check_fits
 _MARIAN_SHAPE = {"norm_first": False, "final_norm": False, "positions": "sinusoidal",
                  "share_embeddings": True, "bias": True, "layer_norm_eps": 1e-5,
                  "norm": "layer_norm", "scale_attention": True, "gated_ffn": False,
-                 "tie_output": True, "scale_output": False, "head_dim": None}
+                 "tie_output": True, "scale_output": False, "head_dim": None,
+                 "value_dim": None}
 
 
 def config_to_hf(config: TransformerConfig) -> dict[str, Any]:

@@ -46,7 +46,7 @@ from aiayn.sizes import check_fits
 _T5_SHAPE = {"positions": "none", "norm": "rms_norm", "norm_first": True, "final_norm": True,
              "bias": False, "scale_attention": False, "scale_embeddings": False,
              "share_embeddings": True, "embedding_norm": False, "output_bias": False,
-             "position_offset": 0}
+             "position_offset": 0, "value_dim": None}  # T5's d_kv is both d_k and d_v
 
 
 def is_t5(config: TransformerConfig) -> bool:

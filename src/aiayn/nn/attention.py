@@ -2,7 +2,8 @@
 
 Shape legend:
     B    batch            H   heads            Dh  head dim = d_model / H  (d_k = d_v, §3.2.2)
-    T_q  query positions  T_k key positions    D   d_model
+    T_q  query positions  T_k key positions    D   d_model          Dv  d_v when it differs
+                                                                         (Table 3 row B)
 Masks are boolean, broadcastable to (B, H, T_q, T_k); True at (i, j) = query i may attend to key j.
 A query row with no allowed key yields zeros (never NaN) in every dtype.
 A bias (T5's relative positions, nn/relative_position.py) is a float tensor broadcastable to
@@ -185,28 +186,32 @@ class MultiHeadAttention(nn.Module):
     `scale=False` leaves out §3.2.1's 1/sqrt(d_k) (T5 folds it into the initialisation of q_proj).
     `head_dim` (d_k = d_v) other than d_model / h (T5 v1.1-small: 6 heads of 64 in d_model 512):
     the projections are d_model x (h * head_dim) and out_proj maps h * head_dim back to d_model.
+    `value_dim` (d_v) other than d_k (Table 3 row B: d_k 16 or 32 with d_v 64): v_proj is
+    d_model x (h * value_dim) and out_proj maps h * value_dim back to d_model.
     """
 
     def __init__(self, d_model: int, n_heads: int, dropout: float = 0.0, bias: bool = True,
-                 scale: bool = True, head_dim: int | None = None):
+                 scale: bool = True, head_dim: int | None = None, value_dim: int | None = None):
         super().__init__()
         if head_dim is None and d_model % n_heads:
             raise ValueError(f"invalid config: d_model={d_model}: must be divisible by n_heads={n_heads}")
         self.d_model, self.n_heads = d_model, n_heads
         self.head_dim = d_model // n_heads if head_dim is None else head_dim
+        self.value_dim = self.head_dim if value_dim is None else value_dim
         inner = n_heads * self.head_dim  # = d_model in the paper (§3.2.2)
+        self._widths = [inner, inner, n_heads * self.value_dim]  # Q, K, V projections' outputs
         self.scale = None if scale else 1.0  # None: 1/sqrt(d_k)
         self.dropout = dropout  # on attention probabilities; the paper has none (see BlockConfig)
         self.q_proj = nn.Linear(d_model, inner, bias=bias)
         self.k_proj = nn.Linear(d_model, inner, bias=bias)
-        self.v_proj = nn.Linear(d_model, inner, bias=bias)
-        self.out_proj = nn.Linear(inner, d_model, bias=bias)
+        self.v_proj = nn.Linear(d_model, self._widths[2], bias=bias)
+        self.out_proj = nn.Linear(self._widths[2], d_model, bias=bias)
         self._qkv_kept: tuple | None = None  # (weight, bias) of _kept_qkv; not a parameter
         self._keeping = 0  # > 0 inside joined_qkv_kept(): decoding, the weights fixed
 
     def _heads(self, x: Tensor) -> Tensor:
         b, t, _ = x.shape
-        return x.view(b, t, self.n_heads, self.head_dim).transpose(1, 2)  # (B, H, T, Dh)
+        return x.view(b, t, self.n_heads, -1).transpose(1, 2)  # (B, H, T, Dh) (V: Dv)
 
     def _project_kv(self, key: Tensor, value: Tensor) -> tuple[Tensor, Tensor]:
         if key is value and torch.is_grad_enabled():
@@ -215,10 +220,10 @@ class MultiHeadAttention(nn.Module):
             # copying the weights into one matrix on every call costs more than it saves.)
             w = torch.cat([self.k_proj.weight, self.v_proj.weight])
             b = None if self.k_proj.bias is None else torch.cat([self.k_proj.bias, self.v_proj.bias])
-            k, v = F.linear(key, w, b).chunk(2, dim=-1)
+            k, v = F.linear(key, w, b).split(self._widths[1:], dim=-1)
         else:
             k, v = self.k_proj(key), self.v_proj(value)
-        return self._heads(k), self._heads(v)  # (B, H, T_k, Dh) each
+        return self._heads(k), self._heads(v)  # (B, H, T_k, Dh), (B, H, T_k, Dv)
 
     def _project_qkv(self, query: Tensor, key: Tensor, value: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         if query is key and key is value:
@@ -232,7 +237,7 @@ class MultiHeadAttention(nn.Module):
             grad = torch.is_grad_enabled()
             if grad or not torch.is_autocast_enabled(query.device.type):
                 w, b = self._kept_qkv() if self._keeping and not grad else self._joined_qkv()
-                q, k, v = F.linear(query, w, b).chunk(3, dim=-1)
+                q, k, v = F.linear(query, w, b).split(self._widths, dim=-1)
                 return self._heads(q), self._heads(k), self._heads(v)
         k, v = self._project_kv(key, value)
         return self._heads(self.q_proj(query)), k, v
@@ -309,6 +314,6 @@ class MultiHeadAttention(nn.Module):
         if group > 1:  # back to (g*B_k, H, T_q, ...) in query order
             out = _ungroup(out, group, t_q)
             weights = None if weights is None else _ungroup(weights, group, t_q)
-        out = self.out_proj(out.transpose(1, 2).reshape(b, t_q, self.n_heads * self.head_dim))
+        out = self.out_proj(out.transpose(1, 2).reshape(b, t_q, self._widths[2]))
         # (B, T_q, D)
         return (out, weights) if return_attn else out

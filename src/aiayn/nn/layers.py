@@ -41,12 +41,13 @@ class Residual(nn.Module):
 
 
 def _attention(cfg: BlockConfig) -> MultiHeadAttention:
-    # T5 leaves out §3.2.1's 1/sqrt(d_k) and may have heads narrower than d_model / h
-    # (TransformerConfig.scale_attention, head_dim; the other families' configs have no such
-    # options: the paper's).
+    # T5 leaves out §3.2.1's 1/sqrt(d_k) and may have heads narrower than d_model / h; Table 3
+    # row (B) narrows d_k alone (TransformerConfig.scale_attention, head_dim, value_dim; the other
+    # families' configs have no such options: the paper's).
     return MultiHeadAttention(cfg.d_model, cfg.n_heads, cfg.attn_dropout, cfg.bias,
                               scale=getattr(cfg, "scale_attention", True),
-                              head_dim=getattr(cfg, "head_dim", None))
+                              head_dim=getattr(cfg, "head_dim", None),
+                              value_dim=getattr(cfg, "value_dim", None))
 
 
 def _feed_forward(cfg: BlockConfig) -> FeedForward:

@@ -1,0 +1,91 @@
+"""`aiayn table3`: the paper's Table 3 (variations on the base model), trained and scored.
+
+    aiayn table3 --out DIR [--corpus gettext|dates-numbers|FOLDER] [--rows base,A,B,C,D,E,big]
+                 [--seeds N] [--updates U | --minutes-per-row M] [--scale cpu|base]
+                 [--dev-pairs N] [--resume] [key=value ...]
+    aiayn table3 --merge DIR1 DIR2 ... --out DIR    rows run in other processes or machines
+
+Writes DIR/table3.md, table3.json and table3.png (aiayn.table3: the rows, their runs, the table).
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from aiayn.cli.common import finite_float, positive_int
+
+RAW = argparse.RawDescriptionHelpFormatter
+
+
+def register(sub) -> None:
+    """Add `aiayn table3` to the `aiayn` parser."""
+    from aiayn.table3.runs import DEFAULT_UPDATES
+
+    p = sub.add_parser(
+        "table3", help="the paper's Table 3: train base and every variation, our numbers beside "
+        "the paper's", formatter_class=RAW,
+        description="Train the base model and the paper's Table 3 variations (rows A-E: heads, "
+        "d_k, size, dropout and label smoothing, learned positions), each an ordinary "
+        "translation run in DIR/rows/ROW/seedK, score each on the dev split (beam 4, sacreBLEU, "
+        "PPL per subword, no checkpoint averaging) and write DIR/table3.md, table3.json and "
+        "table3.png beside the paper's numbers.\n\n"
+        f"  aiayn table3 --out runs/table3            # scale cpu, gettext, "
+        f"{DEFAULT_UPDATES['cpu']} updates a row\n"
+        "  aiayn table3 --out runs/table3 --resume   # skip finished rows, resume a cut one\n"
+        "  aiayn table3 --rows base,A,B --out t1 & aiayn table3 --rows C,D,E --out t2; wait\n"
+        "  aiayn table3 --merge t1 t2 --out runs/table3")
+    p.add_argument("--out", required=True, help="the table's folder")
+    p.add_argument("--corpus", default="gettext",
+                   help="a built-in corpus (gettext, dates-numbers) or a folder of "
+                        "{train,valid}.{src,tgt} files, e.g. from `aiayn data` (default gettext)")
+    p.add_argument("--rows", default=None, metavar="GROUPS",
+                   help="comma-separated groups (base, A, B, C, D, E, big) or rows (C-N2, ...); "
+                        "default base,A,B,C,D,E")
+    p.add_argument("--seeds", type=positive_int, default=1,
+                   help="seeds 0..N-1 per row: mean and spread (default 1)")
+    budget = p.add_mutually_exclusive_group()
+    budget.add_argument("--updates", type=positive_int, default=None,
+                        help="the base row's updates; every row the paper's share of them (big "
+                             f"3x) (default {DEFAULT_UPDATES['cpu']} at --scale cpu, 100000 at "
+                             "base)")
+    budget.add_argument("--minutes-per-row", type=finite_float, default=None, metavar="M",
+                        help="a wall-clock budget per row instead (results then depend on the "
+                             "machine's speed)")
+    p.add_argument("--scale", default="cpu", choices=("cpu", "base"),
+                   help="cpu: the paper's widths and vocabulary / 8 (default); base: its sizes")
+    p.add_argument("--dev-pairs", type=positive_int, default=None, metavar="N",
+                   help="score the first N dev pairs (default: the whole dev split)")
+    p.add_argument("--resume", action="store_true",
+                   help="continue the table in --out: finished rows are kept, a cut one resumes")
+    p.add_argument("--merge", nargs="+", metavar="DIR", default=None,
+                   help="merge the rows of these table folders into --out (nothing is trained)")
+    p.add_argument("overrides", nargs="*", metavar="key=value",
+                   help="settings for every row's run, e.g. train.device=cuda train.threads=2")
+    p.set_defaults(func=_table3)
+
+
+def _say(message: str) -> None:
+    print(message, flush=True)
+
+
+def _table3(args: argparse.Namespace) -> int:
+    from aiayn.errors import UserError
+    from aiayn.table3.runs import Plan, merge_tables, run_table
+
+    bad = [o for o in args.overrides if "=" not in o]
+    if bad:
+        raise UserError(f"{bad[0]!r}: expected KEY=VALUE (e.g. train.threads=2)")
+    if args.merge is not None:
+        given = [f for f in ("rows", "updates", "minutes_per_row", "dev_pairs") if
+                 getattr(args, f) is not None] + (["resume"] if args.resume else []) + \
+            (["key=value"] if args.overrides else [])
+        if given:
+            raise UserError(f"--merge takes only the folders and --out (not --{given[0]})"
+                            .replace("_", "-"))
+        merge_tables(args.merge, args.out, say=_say)
+        return 0
+    plan = Plan(scale=args.scale, corpus=args.corpus, groups=args.rows, seeds=args.seeds,
+                updates=args.updates, minutes_per_row=args.minutes_per_row,
+                dev_pairs=args.dev_pairs, overrides=list(args.overrides))
+    run_table(plan, args.out, resume=args.resume, say=_say)
+    return 0

@@ -1,0 +1,363 @@
+"""Training and scoring the rows of Table 3, row by row, resumable, mergeable.
+
+    plan = Plan(scale="cpu", corpus="gettext", groups="base,A,B,C,D,E", seeds=1, updates=600)
+    table = run_table(plan, "runs/table3")                   # aiayn table3 --out runs/table3
+    table = run_table(plan, "runs/table3", resume=True)      # skips finished rows, resumes a cut one
+    table = merge_tables(["t3-ab", "t3-cde"], "runs/table3") # rows run elsewhere, one table
+
+The folder holds:
+    table3-plan.json             what every row shares (scale, corpus, budget, overrides)
+    rows/ROW/seedK/              each run: an ordinary translation model folder (`--resume`s)
+    results/ROW-seedK.json       its dev scores once trained and scored: the row is done
+    table3.md, table3.json, table3.png   the table so far, rewritten after every row
+
+Every row is the translation recipe of the scale's built-in config (configs/table3-cpu.yaml,
+table3-base.yaml) with the row's model and label smoothing (rows.model_overrides), the same
+data, budget and seed. Every row is scored the same way, as the paper's Table 3: the dev split
+(the corpus's "valid"), beam 4 with alpha 0.6 (§6.1), sacreBLEU, the final weights (no checkpoint
+averaging: train.average_width=0), and PPL = exp of the dev NLL per target subword (</s>
+included) without label smoothing. The folder has one writer (aiayn.lock), as a model folder.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from aiayn.errors import UserError
+from aiayn.folder import atomic_write_text, folder_contents
+from aiayn.lock import writer_lock
+from aiayn.table3.rows import (
+    BASE,
+    PAPER_VOCAB,
+    SCALES,
+    Row,
+    count_parameters,
+    model_overrides,
+    select_rows,
+    settings,
+)
+from aiayn.table3.table import build_table, write_table
+
+PLAN_FILE = "table3-plan.json"
+BEAM, ALPHA = 4, 0.6  # §6.1; Table 3 decodes with beam search and no checkpoint averaging
+# What every row of one table must share (merge and --resume check them).
+SHARED = ("scale", "corpus", "updates", "minutes_per_row", "dev_pairs", "overrides")
+
+
+@dataclass
+class Plan:
+    """What the rows of one table share, and which rows and seeds to run."""
+
+    scale: str = "cpu"
+    corpus: str = "gettext"  # a built-in corpus, or a folder of {train,valid}.{src,tgt}
+    groups: str | None = None  # rows.select_rows: None = base and (A) .. (E)
+    seeds: int = 1
+    updates: int | None = None  # the base row's updates (each row: the paper's ratio of steps)
+    minutes_per_row: float | None = None  # or a time budget per row (big: 3x)
+    dev_pairs: int | None = None  # score the first N dev pairs; None: all of them
+    overrides: list[str] = field(default_factory=list)  # more key=value for every row
+
+    def __post_init__(self) -> None:
+        if self.scale not in SCALES:
+            raise UserError(f"--scale {self.scale!r}: choose one of {', '.join(SCALES)}")
+        if self.updates is None and self.minutes_per_row is None:
+            self.updates = DEFAULT_UPDATES[self.scale]
+        if self.updates is not None and self.minutes_per_row is not None:
+            raise UserError("give --updates or --minutes-per-row, not both")
+        if self.updates is not None and self.updates < 1:
+            raise UserError(f"--updates {self.updates}: must be a positive integer")
+        if self.minutes_per_row is not None and not 0 < self.minutes_per_row < math.inf:
+            raise UserError(f"--minutes-per-row {self.minutes_per_row}: must be positive")
+        if self.seeds < 1:
+            raise UserError(f"--seeds {self.seeds}: must be a positive integer")
+
+    def shared(self) -> dict[str, Any]:
+        return {k: v for k, v in asdict(self).items() if k in SHARED}
+
+    @property
+    def budget(self) -> str:
+        if self.minutes_per_row is not None:
+            return f"{self.minutes_per_row:g} minutes per row (big: 3x)"
+        return f"{self.updates:,} updates for base (every row: the paper's steps x " \
+               f"{self.updates:,} / {BASE['steps']:,})"
+
+
+# The base row's updates when neither budget is given: at "cpu", what trains the whole default
+# table (19 rows) in about an hour on a 2-core CPU; at "base", the paper's 100K steps.
+DEFAULT_UPDATES = {"cpu": 600, "base": BASE["steps"]}
+
+
+# -- one row -------------------------------------------------------------------------------------
+
+def data_section(corpus: str) -> dict[str, Any]:
+    """The data fields of `corpus`: a built-in corpus's name, or a corpus folder."""
+    from aiayn.data.corpora import CORPORA
+
+    if corpus in CORPORA:
+        return {"corpus": corpus, "corpus_dir": None}
+    if Path(corpus).is_dir():
+        return {"corpus": None, "corpus_dir": str(corpus)}
+    raise UserError(f"--corpus {corpus!r}: neither a built-in corpus ({', '.join(CORPORA)}) nor "
+                    "a folder of {train,valid}.{src,tgt} files (aiayn data writes one)")
+
+
+def row_settings(row: Row, plan: Plan) -> dict[str, Any]:
+    return settings(row, plan.scale, plan.updates)
+
+
+def row_experiment(row: Row, seed: int, plan: Plan, folder: Path):
+    """The translation experiment of one row and seed."""
+    from aiayn.tasks import translation
+
+    scale = SCALES[plan.scale]
+    s = row_settings(row, plan)
+    budget = []  # with updates, train.max_steps (model_overrides); else minutes, big 3x
+    if plan.minutes_per_row is not None:
+        budget = [f"train.max_minutes={plan.minutes_per_row * _steps_ratio(row)}"]
+    overrides = [*model_overrides(s), f"train.seed={seed}", f"data.vocab_size={scale.vocab_size}",
+                 "train.average_width=0", *budget, *plan.overrides]
+    return translation.experiment(scale.config, overrides, out=folder,
+                                  data=data_section(plan.corpus))
+
+
+def dev_pairs(exp, limit: int | None) -> list[tuple[str, str]]:
+    """The dev split the row is scored on: the corpus's validation pairs (the first `limit`)."""
+    from aiayn.tasks.translation import load_pairs
+
+    pairs = load_pairs(exp.data)["valid"]
+    return pairs[:limit] if limit else pairs
+
+
+def evaluate_run(folder: Path, dev: Sequence[tuple[str, str]], device: str) -> dict[str, Any]:
+    """Table 3's scores of a trained run: dev sacreBLEU with beam 4 (alpha 0.6) and PPL = exp
+    of the NLL per target subword (no label smoothing), from the folder's final weights."""
+    from aiayn.tasks.translation import Translator, score_translations
+
+    translator = Translator.load(folder, device=device)
+    sources, refs = [s for s, _ in dev], [t for _, t in dev]
+    # one process: worker processes (translate's --workers) cost more to start than they save
+    # on a dev split of a small model
+    hyps = translator.translate(sources, beam=BEAM, alpha=ALPHA, length_penalty="gnmt")
+    scores = score_translations(hyps, refs)
+    scored = translator.score(sources, refs)
+    nll = -sum(x["logprob"] for x in scored) / max(sum(x["tokens"] for x in scored), 1)
+    return {"bleu": scores["bleu"], "chrf": scores["chrf"], "ppl": math.exp(nll), "nll": nll,
+            "bleu_signature": scores["bleu_signature"], "dev_pairs": len(dev)}
+
+
+def run_row(row: Row, seed: int, plan: Plan, out: Path, resume: bool,
+            say: Callable[[str], None]) -> dict[str, Any]:
+    """Train (or resume) and score one row and seed; its result record, also written to
+    results/ROW-seedK.json."""
+    from aiayn.devices import resolve_device
+    from aiayn.tasks.translation import train
+    from aiayn.training.checkpoint import TRAIN_STATE_FILE
+
+    folder = out / "rows" / row.name / f"seed{seed}"
+    exp = row_experiment(row, seed, plan, folder)
+    start = time.monotonic()
+    again = (folder / TRAIN_STATE_FILE).is_file()
+    if not again and folder.is_dir() and resume:
+        say(f"  {row.name} seed {seed}: cut before its first checkpoint; starting it again")
+    result = train(exp, resume=again, say=lambda m: say(f"  {row.name} seed {seed}: {m}"))
+    if result.interrupted:
+        raise KeyboardInterrupt
+    device = resolve_device(exp.train.device)
+    t0 = time.monotonic()
+    scores = evaluate_run(folder, dev_pairs(exp, plan.dev_pairs), device)
+    s = row_settings(row, plan)
+    record = {"row": row.name, "seed": seed, "settings": {**s, "steps": result.step}, **scores,
+              "params": count_parameters(s, _vocab(folder), exp.model_config().max_len),
+              "params_paper_size": count_parameters(settings(row, "base"), PAPER_VOCAB),
+              "steps": result.step, "train_seconds": round(result.seconds, 1),
+              "eval_seconds": round(time.monotonic() - t0, 1),
+              "seconds": round(time.monotonic() - start, 1), "device": device,
+              "folder": str(folder.relative_to(out))}
+    path = out / "results" / f"{row.name}-seed{seed}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(path, json.dumps(record, indent=1) + "\n")
+    return record
+
+
+def _vocab(folder: Path) -> int:
+    from aiayn.folder import read_meta
+
+    return int(read_meta(folder)["model"]["vocab_size"])
+
+
+# -- the table -----------------------------------------------------------------------------------
+
+def read_results(out: Path) -> list[dict[str, Any]]:
+    """The finished rows' records in DIR/results."""
+    records = []
+    for path in sorted((out / "results").glob("*.json")):
+        try:
+            records.append(json.loads(path.read_text(encoding="utf-8")))
+        except (OSError, json.JSONDecodeError) as e:
+            raise UserError(f"{path}: unreadable result ({e}); delete it to run the row again") \
+                from None
+    return records
+
+
+def read_plan(out: Path) -> dict[str, Any]:
+    path = out / PLAN_FILE
+    if not path.is_file():
+        raise UserError(f"{out}: no {PLAN_FILE}: not a folder `aiayn table3` wrote")
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def _check_plan(out: Path, plan: Plan, resume: bool) -> None:
+    """A new table needs a new (or empty) folder; a resumed one the same shared settings."""
+    if not resume:
+        if out.exists() and folder_contents(out):
+            raise UserError(f"{out} already holds files; pass --resume to continue its table, "
+                            "or choose another --out")
+        return
+    if not (out / PLAN_FILE).is_file():
+        if out.exists() and folder_contents(out):
+            raise UserError(f"--resume: {out} holds no {PLAN_FILE}: not a table3 folder")
+        return
+    before = read_plan(out)
+    for key, value in plan.shared().items():
+        if before.get(key) != value:
+            raise UserError(f"--resume: {key}={value!r} differs from the table in {out} "
+                            f"({before.get(key)!r}); rows of one table share it")
+
+
+def header(plan_shared: dict[str, Any], dev: int | None, seeds: list[int]) -> dict[str, Any]:
+    """What table.markdown says above the rows."""
+    plan = Plan(**{k: v for k, v in plan_shared.items() if k in SHARED})
+    scale = SCALES[plan.scale]
+    base = row_settings(select_rows("base")[0], plan)
+    return {"scale": plan.scale, "rule": scale.rule, "corpus": plan.corpus,
+            "budget": plan.budget, "updates": plan.updates,
+            "minutes_per_row": plan.minutes_per_row, "overrides": plan.overrides,
+            "seeds": seeds, "dev_pairs": dev, "beam": BEAM, "alpha": ALPHA,
+            "paper_vocab": PAPER_VOCAB, "vocab_size": scale.vocab_size,
+            "base_settings": base}
+
+
+def write_outputs(out: Path, results: list[dict[str, Any]], shared: dict[str, Any]) -> dict:
+    """table3.md, .json and .png of `results`: the table so far."""
+    from aiayn.viz.style import save_figure
+    from aiayn.viz.table3 import table3_figure
+
+    seeds = sorted({int(r["seed"]) for r in results})
+    dev = max((r.get("dev_pairs", 0) for r in results), default=None)
+    table = build_table(results, header(shared, dev, seeds))
+    write_table(table, out)
+    save_figure(table3_figure(table), out / "table3", formats=("png",))
+    return table
+
+
+def _weight(row: Row, plan: Plan) -> float:
+    """A row's expected time relative to the others: its steps (or minutes) x its parameters
+    (a token's work grows with them; the output layer's vocabulary included)."""
+    if plan.minutes_per_row is not None:
+        return _steps_ratio(row)
+    s = row_settings(row, plan)
+    return s["steps"] * count_parameters(s, SCALES[plan.scale].vocab_size, 256)
+
+
+def _steps_ratio(row: Row) -> float:
+    """The row's steps over base's in the paper (big: 3)."""
+    return {**BASE, **row.changes}["steps"] / BASE["steps"]
+
+
+def run_table(plan: Plan, out: str | Path, resume: bool = False,
+              say: Callable[[str], None] = print) -> dict[str, Any]:
+    """Train and score every row of the plan into `out` (see the module's doc); the table."""
+    out = Path(out)
+    rows = select_rows(plan.groups)
+    with writer_lock(out):
+        _check_plan(out, plan, resume)
+        out.mkdir(parents=True, exist_ok=True)
+        shared = plan.shared()
+        atomic_write_text(out / PLAN_FILE, json.dumps(shared, indent=1) + "\n")
+        results = read_results(out)
+        done = {(r["row"], int(r["seed"])) for r in results}
+        todo = [(row, seed) for seed in range(plan.seeds) for row in rows
+                if (row.name, seed) not in done]
+        if done and todo:
+            say(f"table3: {len(done)} row run(s) already done in {out}; {len(todo)} to go")
+        weights = {row.name: _weight(row, plan) for row in rows}
+        spent = spent_weight = 0.0
+        for i, (row, seed) in enumerate(todo, 1):
+            s = row_settings(row, plan)
+            say(f"table3: [{i}/{len(todo)}] {row.name} seed {seed}: N {s['N']}, d_model "
+                f"{s['d_model']}, d_ff {s['d_ff']}, h {s['h']}, d_k {s['d_k']}, d_v {s['d_v']}, "
+                f"P_drop {s['P_drop']}, eps_ls {s['eps_ls']}, {s['positions']}")
+            record = run_row(row, seed, plan, out, resume, say)
+            results.append(record)
+            spent += record["seconds"]
+            spent_weight += weights[row.name]
+            left = sum(weights[r.name] for r, _ in todo[i:]) * spent / spent_weight
+            say(f"table3: [{i}/{len(todo)}] {row.name} seed {seed}: dev BLEU "
+                f"{record['bleu']:.2f}, PPL {record['ppl']:.2f} after {record['steps']:,} "
+                f"updates ({_clock(record['seconds'])}); the table: about {_clock(left)} left")
+            table = write_outputs(out, results, shared)
+        if not todo:
+            table = write_outputs(out, results, shared)
+        say(f"table3: {table['summary']}")
+        say(f"table3: wrote {out / 'table3.md'}, table3.json, table3.png")
+        return table
+
+
+def _clock(seconds: float) -> str:
+    seconds = int(round(seconds))
+    h, m, s = seconds // 3600, seconds // 60 % 60, seconds % 60
+    return f"{h}h{m:02d}m" if h else f"{m}m{s:02d}s"
+
+
+def merge_tables(folders: Sequence[str | Path], out: str | Path,
+                 say: Callable[[str], None] = print) -> dict[str, Any]:
+    """One table from the rows of tables run elsewhere (each a folder `run_table` wrote); they
+    must share their plan's settings, and no row and seed may be in two of them."""
+    out = Path(out)
+    if not folders:
+        raise UserError("--merge: name the table folders to merge")
+    with writer_lock(out):
+        shared, seen, results = None, {}, []
+        for folder in map(Path, folders):
+            plan = read_plan(folder)
+            if shared is None:
+                shared, first = plan, folder
+            for key in SHARED:
+                if plan.get(key) != shared.get(key):
+                    raise UserError(f"--merge: {folder} has {key}={plan.get(key)!r} but {first} "
+                                    f"has {shared.get(key)!r}; rows of one table share it")
+            for record in read_results(folder):
+                key = (record["row"], int(record["seed"]))
+                if key in seen and seen[key] != folder:
+                    raise UserError(f"--merge: {key[0]} seed {key[1]} is in both {seen[key]} "
+                                    f"and {folder}; keep one")
+                if key not in seen:
+                    seen[key] = folder
+                    results.append(record)
+        if not results:
+            raise UserError(f"--merge: no finished row in {', '.join(map(str, folders))}")
+        out.mkdir(parents=True, exist_ok=True)
+        if (out / PLAN_FILE).is_file() and read_plan(out) != shared:
+            raise UserError(f"--merge: {out} holds a table with other settings; choose another --out")
+        atomic_write_text(out / PLAN_FILE, json.dumps(shared, indent=1) + "\n")
+        for record in results:  # the merged folder holds every result (their runs stay put)
+            path = out / "results" / f"{record['row']}-seed{record['seed']}.json"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            if not path.is_file():
+                record = {**record, "folder": str(Path(seen[(record["row"], int(record["seed"]))])
+                                                   / record["folder"])}
+                atomic_write_text(path, json.dumps(record, indent=1) + "\n")
+        table = write_outputs(out, results, shared)
+        say(f"table3: merged {len(results)} row run(s) from {len(folders)} folder(s)")
+        say(f"table3: {table['summary']}")
+        return table
+
+
+__all__ = ["DEFAULT_UPDATES", "PLAN_FILE", "Plan", "dev_pairs", "evaluate_run", "merge_tables",
+           "read_results", "row_experiment", "run_row", "run_table"]
