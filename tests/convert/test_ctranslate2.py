@@ -132,6 +132,40 @@ def test_a_source_eos_folder_gets_add_source_eos_and_the_same_scores(tmp_path):
     assert max(abs(o["logprob"] - t["logprob"]) for o, t in zip(ours, theirs, strict=True)) < 1e-4
 
 
+def test_an_imported_models_own_search_maps_min_and_max_length_and_forced_eos(tmp_path):
+    """An imported model's generation_config.json settings (meta "generation"): beam, |Y|^alpha,
+    min_length, max_new_tokens and transformers' forced </s> at the limit (scored 0: what
+    CTranslate2 does at its limit), on a random model whose outputs often run to it; then
+    first_k."""
+    folder = random_folder(tmp_path / "m", seed=3)
+    meta = json.loads((folder / "config.json").read_text())
+    search = {"beam": 3, "alpha": 1.0, "length_penalty": "avg", "early_stopping": "exact",
+              "no_repeat_ngram_size": 0, "min_length": 2, "max_new_tokens": 6,
+              "forced_eos": True}
+    (folder / "config.json").write_text(json.dumps({**meta, "source_eos": True,
+                                                    "generation": search}))
+    from aiayn.folder import save_weights
+    from aiayn.generation.search import decode_ids
+    from aiayn.tasks.translation import Translator
+
+    torch_mt = Translator.load(folder)
+    with torch.no_grad():  # a larger </s> row: some translations end before the limit
+        torch_mt.model.output.weight[2] *= 10
+    save_weights(torch_mt.model, folder / "model.safetensors")
+    ct2_mt = engine_of(folder)
+    ids = [torch_mt.encode_source(s) for s, _ in digit_pairs(40, 9)]
+    for beam in (None, 1):
+        opts = {**torch_mt.search_options(beam=beam), **torch_mt.search_ids(),
+                **torch_mt.length_limits()}
+        ours = decode_ids(torch_mt.model, ids, **opts)
+        assert ct2_mt.engine.decode_ids(torch_mt.model, ids, **opts) == ours
+        lengths = {len(t) for t in ours}
+        assert min(lengths) >= 2 and max(lengths) == 6 and (beam == 1 or len(lengths) > 1)
+    opts.update(beam=3, early_stopping="first_k")
+    assert ct2_mt.engine.decode_ids(torch_mt.model, ids, **opts) == \
+        decode_ids(torch_mt.model, ids, **opts)
+
+
 def test_the_folders_export_is_redone_when_its_weights_change(tmp_path):
     from aiayn.folder import save_weights
     from aiayn.tasks.translation import Translator

@@ -36,7 +36,14 @@ search is the one `Translator.translate` runs (§6.1), mapped onto CTranslate2's
   K finished) with avg is CTranslate2's patience 1; with GNMT, whose ranking CTranslate2 would
   cut to its K best by |Y|^alpha, the whole search again, cut where K had finished. The
   finished hypotheses of a beam do not depend on when it stops, so these are aiayn's own.
-  `current_length` (HF's heuristic) has no equivalent and is refused.
+  `current_length` (HF's heuristic) has no equivalent and is refused. first_k with avg, the
+  fast path, has one difference at the limit: CTranslate2 counts the hypotheses it cuts there
+  as finished one step before aiayn would end them.
+- **min_length** (an imported model's own): aiayn sets </s> to -inf after the softmax;
+  CTranslate2's min_decoding_length removes it before, renormalising the rest. Greedy passes
+  it (the same argmax); a beam searches without it to the limit and drops hypotheses that
+  ended too early (the live beams are the same either way: K beams have at most K </s>
+  among their 2K best candidates).
 """
 
 from __future__ import annotations
@@ -188,7 +195,7 @@ class CT2Decoder:
         groups: dict[int, list[int]] = {}
         for i, limit in self._limits(src_ids, max_len, max_extra, max_new_tokens, batch_size):
             groups.setdefault(limit, []).append(i)
-        options = self._options(beam, alpha, length_penalty, early_stopping)
+        options = self._options(beam, alpha, length_penalty, early_stopping, min_length)
         first_k = options.pop("first_k", False)  # aiayn's first_k, applied to a whole search
         # aiayn never emits padding or <s>. CTranslate2's suppress_sequences removes them before
         # its softmax, which renormalises the others: greedy's argmax is the same, a beam's
@@ -205,12 +212,15 @@ class CT2Decoder:
                 [self._source(src_ids[i][:max_len]) for i in rows], max_batch_size=batch_size,
                 max_decoding_length=limit, asynchronous=True, beam_size=beam,
                 return_scores=True, return_end_token=True, suppress_sequences=banned,
-                no_repeat_ngram_size=no_repeat_ngram_size, min_decoding_length=min_length,
+                no_repeat_ngram_size=no_repeat_ngram_size,
+                min_decoding_length=min_length if beam == 1 else 0,
                 max_input_length=0, **extra)))
         with _reported():
             ranked = {i: self._ranked(result.result(), options["length_penalty"], alpha,
                                       length_penalty, eos_id, cut=beam > 1 and not forced_eos)
                       for rows, batch in pending for i, result in zip(rows, batch, strict=True)}
+        if beam > 1 and min_length:  # aiayn's -inf on </s> before min_length, after the softmax
+            ranked = {i: [h for h in hyps if len(h[1]) >= min_length] for i, hyps in ranked.items()}
         if first_k:
             ranked = {i: self._first_k(hyps, beam) for i, hyps in ranked.items()}
         self._score_cut(ranked, src_ids, alpha, length_penalty, batch_size)
@@ -235,13 +245,14 @@ class CT2Decoder:
                 yield i, min(lengths[i] + extra, cap)
 
     @staticmethod
-    def _options(beam: int, alpha: float, kind: str, early_stopping: str) -> dict[str, Any]:
+    def _options(beam: int, alpha: float, kind: str, early_stopping: str,
+                 min_length: int = 0) -> dict[str, Any]:
         """CTranslate2's length_penalty, patience and num_hypotheses for aiayn's search (the
         module's doc); patience "limit": searched to the length limit; first_k: aiayn's
         first_k applied to that whole search (_first_k)."""
-        if beam == 1 or (early_stopping == "exact" and alpha == 0):
+        if beam == 1 or (early_stopping == "exact" and alpha == 0 and not min_length):
             return {"length_penalty": 0.0, "num_hypotheses": 1}  # its early exit: exact here
-        if early_stopping == "exact" or (kind == "gnmt" and alpha != 0):
+        if early_stopping == "exact" or (kind == "gnmt" and alpha != 0) or min_length:
             return {"length_penalty": 1.0, "patience": "limit",
                     "first_k": early_stopping == "first_k"}
         # first_k with |Y|^alpha: CTranslate2's patience 1 (K finished) keeps the K best by
