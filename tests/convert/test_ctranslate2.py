@@ -76,6 +76,23 @@ def test_ctranslate2_scores_and_greedy_tokens_are_aiayns(tmp_path, options):
     assert mt.translate(sources, beam=1) == mt.tokenizer.decode_batch(expected)
 
 
+def test_greedy_with_no_repeated_ngrams_is_aiayns(tmp_path):
+    """A random model repeats itself: with no 2-gram twice, greedy's tokens are still the same
+    (CTranslate2 bans them before its softmax, aiayn after: the same argmax; a beam's scores
+    would differ, so a beam with it is refused)."""
+    from aiayn.generation.search import decode_ids
+
+    folder = random_folder(tmp_path / "m")
+    mt = engine_of(folder)
+    ids = [mt.encode_source(s) for s, _ in PAIRS]
+    ours = decode_ids(mt.model, ids, beam=1, no_repeat_ngram_size=2)
+    assert ours != decode_ids(mt.model, ids, beam=1)  # the ban changes something
+    assert mt.engine.decode_ids(mt.model, ids, beam=1, no_repeat_ngram_size=2, bos_id=1,
+                                eos_id=2, pad_id=0) == ours
+    with pytest.raises(UserError, match="--no-repeat-ngram-size with a beam"):
+        mt.translate(["1 2"], beam=4, no_repeat_ngram_size=2)
+
+
 def test_ctranslate2s_own_sinusoids_are_not_the_papers_so_the_export_writes_aiayns(tmp_path):
     """CTranslate2's built-in table is tensor2tensor's [sin..., cos...]; §3.5 (and aiayn)
     interleaves them. Left to its own, the exported model scores differently."""

@@ -39,6 +39,8 @@ search is the one `Translator.translate` runs (§6.1), mapped onto CTranslate2's
   `current_length` (HF's heuristic) has no equivalent and is refused. first_k with avg, the
   fast path, has one difference at the limit: CTranslate2 counts the hypotheses it cuts there
   as finished one step before aiayn would end them.
+- **no_repeat_ngram_size**: CTranslate2's, for greedy (the same argmax); with a beam it is
+  refused (CTranslate2 bans before its softmax, aiayn after, so the beam's scores differ).
 - **min_length** (an imported model's own): aiayn sets </s> to -inf after the softmax;
   CTranslate2's min_decoding_length removes it before, renormalising the rest. Greedy passes
   it (the same argmax); a beam searches without it to the limit and drops hypotheses that
@@ -188,6 +190,10 @@ class CT2Decoder:
         if early_stopping == "current_length" and beam > 1:
             raise UserError("--early-stopping current_length (HF's heuristic) has no "
                             "CTranslate2 equivalent: use exact or first_k")
+        if no_repeat_ngram_size and beam > 1:
+            raise UserError("--no-repeat-ngram-size with a beam is not mapped onto CTranslate2 "
+                            "(it bans the n-grams before its softmax, aiayn after: the beam's "
+                            "scores differ); greedy (--beam 1) is")
         if forced_first_id is not None:
             raise UserError("a forced first token (BART's forced_bos) is not mapped onto "
                             "CTranslate2")
