@@ -13,6 +13,7 @@ summaries of the --split's bodies, beam search as `aiayn eval` does it.
 
     python benchmarks/summarize_pretraining.py --minutes 60 --out runs/bench-pretrain
     python benchmarks/summarize_pretraining.py --minutes 20 --threads 1 --together --out runs/b
+    python benchmarks/summarize_pretraining.py --steps 3000 --threads 1 --together --out runs/b
     python benchmarks/summarize_pretraining.py --minutes 1 --pairs 50 --out /tmp/b \\
         --set model.d_model=64 --set model.d_ff=128       # a check that it runs, not a result
 """
@@ -33,23 +34,30 @@ from aiayn.tasks import translation
 CORPUS = "stdlib-docstrings"
 
 
-def run(config: str, overrides: list[str], out: Path, minutes: float) -> tuple[Path, float, float]:
-    """Train the built-in `config` for `minutes` into `out` -> (folder, wall s, CPU s)."""
+def budget(minutes: float | None, steps: int | None) -> list[str]:
+    """The overrides that stop a run after `minutes` (wall clock) or after `steps` updates."""
+    if steps is not None:
+        return [f"train.max_steps={steps}", "train.max_minutes=100000"]
+    return [f"train.max_minutes={minutes}"]
+
+
+def run(config: str, overrides: list[str], out: Path, stop: list[str]) -> tuple[Path, float, float]:
+    """Train the built-in `config` into `out` until `stop` -> (folder, wall s, CPU s)."""
     start, cpu = time.perf_counter(), time.process_time()
-    exp = translation.experiment(config, [*overrides, f"train.max_minutes={minutes}",
+    exp = translation.experiment(config, [*overrides, *stop,
                                           "train.progress=false", "train.tensorboard=false"],
                                  out=out)
     result = translation.train(exp, say=lambda m: print(f"  {out.name}: {m}", flush=True))
     return result.folder, time.perf_counter() - start, time.process_time() - cpu
 
 
-def pretrain_then_tune(common: list[str], objective: str, out: Path, pre_minutes: float,
-                       tune_minutes: float) -> tuple[Path, float, float]:
+def pretrain_then_tune(common: list[str], objective: str, out: Path, pre: list[str],
+                       tune: list[str]) -> tuple[Path, float, float]:
     """(b): pretrain, then fine-tune from it -> (fine-tuned folder, wall s, CPU s) of both."""
     pretrained, w_pre, c_pre = run("pretrain-span", [*common, f"data.objective={objective}"],
-                                   out / "pretrain", pre_minutes)
+                                   out / "pretrain", pre)
     tuned, w_tune, c_tune = run("summarize-small", [*common, f"model.init={pretrained}"],
-                                out / "finetuned", tune_minutes)
+                                out / "finetuned", tune)
     return tuned, w_pre + w_tune, c_pre + c_tune
 
 
@@ -62,8 +70,12 @@ def main() -> None:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--minutes", type=float, default=60.0,
                    help="training time of each trained system (default 60)")
+    p.add_argument("--steps", type=int, default=None,
+                   help="instead of --minutes: updates of each trained system (the same shape "
+                        "and batch size, so about the same CPU time per update: a budget that "
+                        "other load on the machine does not change; CPU seconds are reported)")
     p.add_argument("--pretrain-share", type=float, default=0.5,
-                   help="(b): the share of --minutes spent pretraining (default 0.5)")
+                   help="(b): the share of the budget spent pretraining (default 0.5)")
     p.add_argument("--objective", choices=OBJECTIVES, default="span",
                    help="(b)'s data.objective (default span)")
     p.add_argument("--out", required=True, help="folder for the three model folders (new)")
@@ -81,8 +93,19 @@ def main() -> None:
     out = Path(args.out)
     common = [*args.set, *([f"train.threads={args.threads}"] if args.threads else [])]
     pre_minutes = args.minutes * args.pretrain_share
-    a_args = ("summarize-small", common, out / "scratch", args.minutes)
-    b_args = (common, args.objective, out, pre_minutes, args.minutes - pre_minutes)
+    if args.steps is not None:
+        pre_steps = round(args.steps * args.pretrain_share)
+        whole, pre, tune = (budget(None, args.steps), budget(None, pre_steps),
+                            budget(None, args.steps - pre_steps))
+        spent = (f"{args.steps:,} updates each ((b): {pre_steps:,} pretraining + "
+                 f"{args.steps - pre_steps:,} fine-tuning)")
+    else:
+        whole, pre, tune = (budget(args.minutes, None), budget(pre_minutes, None),
+                            budget(args.minutes - pre_minutes, None))
+        spent = (f"{args.minutes:g} min each ((b): {pre_minutes:g} pretraining + "
+                 f"{args.minutes - pre_minutes:g} fine-tuning)")
+    a_args = ("summarize-small", common, out / "scratch", whole)
+    b_args = (common, args.objective, out, pre, tune)
     if args.together:
         with ProcessPoolExecutor(2, mp_context=multiprocessing.get_context("spawn")) as pool:
             a, b = pool.submit(run, *a_args), pool.submit(pretrain_then_tune, *b_args)
@@ -98,8 +121,7 @@ def main() -> None:
              summarize(tuned, bodies, args.beam)),
             ("(c) lead-1", 0.0, 0.0, [lead(b) for b in bodies])]
     print()
-    print(f"{CORPUS} {args.split}, {len(pairs):,} pairs; training budget {args.minutes:g} min "
-          f"each ((b): {pre_minutes:g} pretraining + {args.minutes - pre_minutes:g} fine-tuning), "
+    print(f"{CORPUS} {args.split}, {len(pairs):,} pairs; training budget {spent}, "
           f"beam {args.beam}")
     print()
     print("| system | wall s (train + load) | CPU s | ROUGE-1 | ROUGE-2 | ROUGE-L |")
