@@ -92,19 +92,30 @@ def finite_float(text: str) -> float:
     return value
 
 
-def device_options(p: argparse.ArgumentParser, precision: bool = True) -> None:
-    """--device (and --precision) of a command that runs a model."""
+def device_options(p: argparse.ArgumentParser, precision: bool = True,
+                   weights: bool = False) -> None:
+    """--device (and --precision) of a command that runs a model. weights: the command decodes
+    with a reduced-precision copy of the model (aiayn.nn.precision) for bf16 and int8, instead
+    of autocasting (see precision_context); it then offers int8 too."""
     p.add_argument("--device", type=device, default="auto",
                    help="auto (CUDA when present, else MPS, else CPU; default), cpu, cuda, "
                         "cuda:N, mps")
-    if precision:
+    if precision and weights:
+        p.add_argument("--precision", default="fp32",
+                       choices=("fp32", "bf16", "int8", "fp16", "auto"),
+                       help="bf16: the weights in bf16; int8: the Linear layers in int8 (CPU); "
+                            "fp16: autocast; auto: bf16 where the hardware computes it, as "
+                            "train.precision; default fp32")
+        p.set_defaults(precision_weights=True)
+    elif precision:
         p.add_argument("--precision", default="fp32", choices=("fp32", "bf16", "fp16", "auto"),
                        help="autocast the model to bf16 / fp16 (auto: bf16 where the hardware "
                             "computes it, as train.precision); default fp32")
 
 
 def precision_context(args: argparse.Namespace):
-    """The autocast context of --precision on --device (a no-op for fp32)."""
+    """The autocast context of --precision on --device (a no-op for fp32, and for bf16 / int8
+    in a command that converts the weights instead: device_options(weights=True))."""
     import contextlib
 
     import torch
@@ -113,6 +124,8 @@ def precision_context(args: argparse.Namespace):
 
     name = getattr(args, "precision", "fp32")
     chosen, _ = resolve_precision(name, args.device)
+    if getattr(args, "precision_weights", False) and chosen in ("bf16", "int8"):
+        return contextlib.nullcontext()
     dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(chosen)
     if dtype is None:
         return contextlib.nullcontext()

@@ -117,7 +117,7 @@ def _model_args(p: argparse.ArgumentParser) -> None:
                    help="no N-gram twice in a translation (fairseq's and HF's option; default 0: "
                         "off, or an imported model's own)")
     p.add_argument("--batch-size", type=positive_int, default=64, help="sentences per batch (default 64)")
-    device_options(p)
+    device_options(p, weights=True)
     p.add_argument("--checkpoint", type=positive_int, metavar="STEP",
                    help="use the weights saved at this training step (checkpoints/)")
     p.add_argument("--threads", type=thread_count, default=None,
@@ -179,7 +179,12 @@ def _load_translator(args: argparse.Namespace):
     from aiayn.tasks.translation import Translator
 
     if args.engine != "ctranslate2":
-        return Translator.load(args.model, device=args.device, checkpoint=args.checkpoint)
+        from aiayn.devices import resolve_precision
+
+        translator = Translator.load(args.model, device=args.device, checkpoint=args.checkpoint)
+        chosen, _ = resolve_precision(args.precision, args.device)
+        # bf16 / int8: a copy of the model with its weights so (fp16: autocast, runs_model).
+        return translator.to_precision(chosen) if chosen in ("bf16", "int8") else translator
     from aiayn.generation.workers import resolve_workers
 
     if args.precision != "fp32":

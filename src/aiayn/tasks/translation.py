@@ -38,6 +38,7 @@ from aiayn.families import TRANSLATION as FAMILY
 from aiayn.folder import EXAMPLE_CHARS, load_model, save_model
 from aiayn.generation.search import decode_ids
 from aiayn.models import Transformer
+from aiayn.nn.precision import reduced_precision
 from aiayn.training import distributed
 from aiayn.training.experiment import Experiment, load_experiment
 from aiayn.training.losses import smoothed_cross_entropy
@@ -293,6 +294,7 @@ class Translator:
         self.device = torch.device(device)
         self.meta = dict(meta or {})
         self.special = {**DEFAULT_SPECIAL, **self.meta.get("special_ids", {})}
+        self.precision = "fp32"  # of the model's weights (to_precision)
         # Who decodes translate(): None = aiayn's own search over the PyTorch model; or
         # CTranslate2 (load(engine="ctranslate2"): aiayn.convert.ct2_engine.CT2Decoder), the
         # same tokens, search settings and output, another implementation.
@@ -356,8 +358,19 @@ class Translator:
             raise UserError(f"engine={engine!r}: torch or ctranslate2")
         return translator
 
+    def to_precision(self, precision: str) -> Translator:
+        """Decode with the model in `precision` from now on (aiayn.nn.precision): fp32 (as it
+        is), bf16 (a copy with bf16 weights) or int8 (a copy with int8 Linear layers; an fp32
+        model on the CPU). Returns self; `save` then refuses (the folder keeps fp32 weights)."""
+        self.model = reduced_precision(self.model, precision)
+        self.precision = precision
+        return self
+
     def save(self, folder: str | Path) -> Path:
         """Write a model folder (config, weights, tokenizer) that Translator.load reads back."""
+        if self.precision != "fp32":
+            raise UserError(f"a translator decoding in {self.precision} is not saved (its "
+                            "weights are a reduced-precision copy); save the fp32 one")
         save_model(folder, FAMILY, self.model, self.meta)
         self.tokenizer.save(folder)
         return Path(folder)
