@@ -80,3 +80,21 @@ def test_what_the_ctranslate2_engine_cannot_do_is_refused_in_one_line(tmp_path, 
     code, _, err = run(capsys, "translate", "--model", folder, "--engine", "ctranslate2",
                        *argv, "1 2")
     assert code == 2 and err.count("\n") == 1 and named in err
+
+
+def test_serve_passes_the_engine_to_the_explorer(tmp_path, monkeypatch):
+    """`aiayn serve --engine ctranslate2`: the explorer's Inspector decodes with CTranslate2
+    (the server itself is the explorer's tests'; here, what it would serve)."""
+    import types
+
+    import aiayn.viz.server as server
+
+    folder = random_folder(tmp_path / "m")
+    served = {}
+    monkeypatch.setattr(server, "create_app", lambda model, host: served.update(model=model))
+    monkeypatch.setattr(server, "make_server", lambda *a: types.SimpleNamespace(
+        effective_port=0, run=lambda: None))
+    assert main(["serve", "--model", str(folder), "--engine", "ctranslate2",
+                 "--ct2-compute-type", "int8"]) == 0
+    engine = served["model"].obj.engine
+    assert engine is not None and engine.compute_type == "int8"
