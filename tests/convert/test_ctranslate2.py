@@ -387,3 +387,21 @@ def test_on_cuda_ctranslate2_scores_and_translates_as_aiayn_does(tmp_path):
     assert max(abs(o["logprob"] - t["logprob"]) for o, t in zip(ours, theirs, strict=True)) < 1e-3
     cpu = Translator.load(folder)
     assert mt.translate(sources, beam=1) == cpu.translate(sources, beam=1, workers=1)
+
+
+def test_equal_scores_go_to_the_shorter_hypothesis_as_aiayns_stable_sort_keeps_them():
+    """The tie rule of the ranking by aiayn's length penalty: the higher score, then the
+    shorter hypothesis (it finished first, and aiayn's sort is stable). CTranslate2's scores
+    here are summed log-probabilities / |Y| (length_penalty=1, </s> counted)."""
+    import types
+
+    from aiayn.convert.ct2_engine import CT2Decoder
+
+    engine = CT2Decoder(None, ["<pad>", "<s>", "</s>", "a", "b"], source_eos=False)
+    result = types.SimpleNamespace(hypotheses=[["a", "b", "</s>"], ["a", "</s>"], ["b", "</s>"]],
+                                   scores=[-6.0 / 3, -6.0 / 2, -7.0 / 2])
+    ranked = engine._ranked(result, 1.0, 0.0, "gnmt", 2, cut=False)  # alpha 0: raw sums
+    assert [h[0][0] for h in ranked] == pytest.approx([-6.0, -6.0, -7.0])
+    assert max(ranked, key=lambda h: h[0])[1] == [3]
+    ranked = engine._ranked(result, 1.0, 1.0, "avg", 2, cut=False)  # |Y|^1: the longer wins
+    assert max(ranked, key=lambda h: h[0])[1] == [3, 4]
