@@ -6,6 +6,11 @@ checkpoint), float32 weights exported on first use (aiayn.convert.ctranslate2) b
 directory's one writer (aiayn.lock), and exported again when the model's weights file changed
 (a run that trained on). CTranslate2 quantizes when it loads them (`compute_type`: int8, ...).
 
+    Translator.load(folder, engine="ctranslate2", compute_type="int8", inter_threads=2,
+                    intra_threads=1).translate(sentences, beam=4)   # aiayn's search, CTranslate2's
+    load_translator(folder, compute_type="int8")   # a plain ctranslate2.Translator of the folder
+    engine_dir(folder)                             # its CTranslate2 directory (exported if need be)
+
 aiayn's tokenizer and special ids stay: the source ids are given to CTranslate2 as the
 directory's vocabulary strings (one per id) and its output strings are read back as ids. The
 search is the one `Translator.translate` runs (§6.1), mapped onto CTranslate2's options:
