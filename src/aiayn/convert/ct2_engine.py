@@ -34,10 +34,12 @@ search is the one `Translator.translate` runs (§6.1), mapped onto CTranslate2's
   and aiayn's penalty, GNMT or avg, ranks them. Ties: the higher score, then the shorter (the
   earlier finished, as aiayn's stable sort keeps it).
 - **Stopping**: aiayn's default `exact` stops once no live hypothesis can beat the K-th best
-  finished; CTranslate2 cannot test that, so it searches to the length limit (patience past any
-  count of finished hypotheses) and the ranking above picks the same best one (a hypothesis
-  finished later cannot beat it: aiayn's stopping bound). Slower than CTranslate2's own rules;
-  with alpha 0 its early exit (the best beam ended) is exact and used. `first_k` (fairseq's:
+  finished; CTranslate2 cannot test that, so it searches to a horizon (input + 10 tokens, then
+  twice that, up to the limit), keeping every hypothesis (patience past any count of finished
+  ones), and aiayn's test is made there: the best live beam is the best candidate CTranslate2
+  cut at the horizon. Once it holds, the ranking above picks aiayn's best (a hypothesis that
+  finishes later cannot beat it: the stopping bound). With alpha 0 CTranslate2's own early
+  exit (the best beam ended) is exact and used. `first_k` (fairseq's:
   K finished) with avg is CTranslate2's patience 1; with GNMT, whose ranking CTranslate2 would
   cut to its K best by |Y|^alpha, the whole search again, cut where K had finished. The
   finished hypotheses of a beam do not depend on when it stops, so these are aiayn's own.
@@ -203,9 +205,7 @@ class CT2Decoder:
             raise UserError("a forced first token (BART's forced_bos) is not mapped onto "
                             "CTranslate2")
         max_len = model.config.max_len
-        groups: dict[int, list[int]] = {}
-        for i, limit in self._limits(src_ids, max_len, max_extra, max_new_tokens, batch_size):
-            groups.setdefault(limit, []).append(i)
+        limits = dict(self._limits(src_ids, max_len, max_extra, max_new_tokens, batch_size))
         options = self._options(beam, alpha, length_penalty, early_stopping, min_length)
         first_k = options.pop("first_k", False)  # aiayn's first_k, applied to a whole search
         # aiayn never emits padding or <s>. CTranslate2's suppress_sequences removes them before
@@ -214,24 +214,28 @@ class CT2Decoder:
         # aiayn's does before its ban, and a trained model gives them no mass.
         banned = None if beam > 1 else [[self.tokens[pad_id]]] + (
             [[self.tokens[bos_id]]] if bos_id != eos_id else [])
-        pending = []
-        for limit, rows in sorted(groups.items()):
-            extra = dict(options)
-            if options.get("patience") == "limit":  # past any count of finished hypotheses
-                extra.update(patience=limit + 2, num_hypotheses=beam * (limit + 1))
-            pending.append((rows, self.translator.translate_batch(
-                [self._source(src_ids[i][:max_len]) for i in rows], max_batch_size=batch_size,
-                max_decoding_length=limit, asynchronous=True, beam_size=beam,
-                return_scores=True, return_end_token=True, suppress_sequences=banned,
-                no_repeat_ngram_size=no_repeat_ngram_size,
-                min_decoding_length=min_length if beam == 1 else 0,
-                max_input_length=0, **extra)))
-        with _reported():
-            ranked = {i: self._ranked(result.result(), options["length_penalty"], alpha,
-                                      length_penalty, eos_id, cut=beam > 1 and not forced_eos)
-                      for rows, batch in pending for i, result in zip(rows, batch, strict=True)}
-        if beam > 1 and min_length:  # aiayn's -inf on </s> before min_length, after the softmax
-            ranked = {i: [h for h in hyps if len(h[1]) >= min_length] for i, hyps in ranked.items()}
+        run = dict(options, beam_size=beam, suppress_sequences=banned, max_input_length=0,
+                   no_repeat_ngram_size=no_repeat_ngram_size, return_scores=True,
+                   return_end_token=True, min_decoding_length=min_length if beam == 1 else 0)
+        sources = {i: self._source(src_ids[i][:max_len]) for i in limits}
+        rank = dict(ct2_penalty=options["length_penalty"], alpha=alpha, kind=length_penalty,
+                    eos_id=eos_id, cut=beam > 1 and not forced_eos)
+        # aiayn's exact stop, tested on a shorter search first (_settled): most sentences end
+        # well before input + 50
+        stepwise = options.get("patience") == "limit" and not first_k and alpha >= 0
+        horizon = {i: min(limit, len(src_ids[i]) + 10) if stepwise else limit
+                   for i, limit in limits.items()}
+        ranked: dict[int, list[list]] = {}
+        while horizon:
+            found = self._search(sources, horizon, run, batch_size, rank)
+            for i, hyps in found.items():
+                if beam > 1 and min_length:  # aiayn's -inf on </s> before min_length
+                    hyps = [h for h in hyps if len(h[1]) >= min_length]
+                if horizon[i] == limits[i]:
+                    ranked[i] = hyps
+                elif self._settled(hyps, beam, alpha, length_penalty, limits[i], horizon[i]):
+                    ranked[i] = [h for h in hyps if h[3]]  # those that ended in </s>
+            horizon = {i: min(limits[i], 2 * h) for i, h in horizon.items() if i not in ranked}
         if first_k:
             ranked = {i: self._first_k(hyps, beam) for i, hyps in ranked.items()}
         self._score_cut(ranked, src_ids, alpha, length_penalty, batch_size)
@@ -239,6 +243,44 @@ class CT2Decoder:
         for i, hyps in ranked.items():
             results[i] = max(hyps, key=lambda h: h[0])[1] if hyps else []
         return results
+
+    def _search(self, sources: dict[int, list[str]], horizon: dict[int, int], run: dict,
+                batch_size: int, rank: dict) -> dict[int, list[list]]:
+        """One CTranslate2 search of each sentence i to horizon[i] output tokens (sentences
+        with one horizon in one call, the calls side by side on its inter_threads): per
+        sentence its hypotheses, as _ranked gives them."""
+        groups: dict[int, list[int]] = {}
+        for i, h in horizon.items():
+            groups.setdefault(h, []).append(i)
+        pending = []
+        for h, rows in sorted(groups.items()):
+            options = dict(run)
+            if options.get("patience") == "limit":  # past any count of finished hypotheses
+                options.update(patience=h + 2, num_hypotheses=run["beam_size"] * (h + 1))
+            pending.append((rows, self.translator.translate_batch(
+                [sources[i] for i in rows], max_batch_size=batch_size, max_decoding_length=h,
+                asynchronous=True, **options)))
+        with _reported():
+            return {i: self._ranked(result.result(), **rank)
+                    for rows, batch in pending for i, result in zip(rows, batch, strict=True)}
+
+    @staticmethod
+    def _settled(hyps: list[list], k: int, alpha: float, kind: str, limit: int,
+                 horizon: int) -> bool:
+        """Whether aiayn's exact rule has stopped a search by `horizon` steps: K hypotheses
+        ended in </s>, and the best live beam, its summed log-probability divided by the
+        largest penalty (|Y| = limit + 1, alpha >= 0), cannot beat the K-th best. The best live
+        beam is CTranslate2's best candidate cut at the horizon; when all K it kept there ended
+        in </s>, the live ones came after them (a bound: the lowest of those)."""
+        from aiayn.generation.beam import length_penalty
+
+        ended = sorted((h[0][0] for h in hyps if h[3]), reverse=True)
+        if len(ended) < k:
+            return False
+        cut = [h[4] for h in hyps if not h[3]]
+        last = [h[4] for h in hyps if h[3] and len(h[1]) == horizon - 1]
+        live = max(cut) if cut else min(last, default=float("-inf"))
+        return live / length_penalty(limit + 1, alpha, kind) <= ended[k - 1]
 
     @staticmethod
     def _limits(src_ids, max_len: int, max_extra: int, max_new_tokens: int | None,
@@ -283,11 +325,12 @@ class CT2Decoder:
 
     def _ranked(self, result, ct2_penalty: float, alpha: float, kind: str, eos_id: int,
                 cut: bool) -> list[list]:
-        """Each hypothesis as [aiayn's key, its ids, cut]: the key (score by aiayn's length
-        penalty, then the shorter) from its summed log-probability, CTranslate2's score times
-        |Y|^ct2_penalty (CTranslate2's length: </s> counted, return_end_token). With `cut`, a
-        hypothesis CTranslate2 ended at the length limit has no </s>: its key is then a bound
-        (aiayn adds log p(</s>) <= 0 there), until _score_cut scores it."""
+        """Each hypothesis as [aiayn's key, its ids, cut, ended in </s>, summed log-probability]:
+        the key (score by aiayn's length penalty, then the shorter) from its summed
+        log-probability, CTranslate2's score times |Y|^ct2_penalty (CTranslate2's length: </s>
+        counted, return_end_token). With `cut`, a hypothesis CTranslate2 ended at the length
+        limit has no </s>: its key is then a bound (aiayn adds log p(</s>) <= 0 there), until
+        _score_cut scores it."""
         from aiayn.generation.beam import length_penalty
 
         out = []
@@ -298,7 +341,8 @@ class CT2Decoder:
             if ended:
                 ids = ids[:-1]
             n = len(ids) + 1  # aiayn's |Y| counts </s> (forced at the limit)
-            out.append([(logprob / length_penalty(n, alpha, kind), -n), ids, cut and not ended])
+            out.append([(logprob / length_penalty(n, alpha, kind), -n), ids, cut and not ended,
+                        ended, logprob])
         return out
 
     def _score_cut(self, ranked: dict[int, list[list]], src_ids, alpha: float, kind: str,
