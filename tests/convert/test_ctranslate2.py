@@ -76,6 +76,25 @@ def test_ctranslate2_scores_and_greedy_tokens_are_aiayns(tmp_path, options):
     assert mt.translate(sources, beam=1) == mt.tokenizer.decode_batch(expected)
 
 
+def test_a_separate_target_vocabulary_reads_back_ids_past_the_source_vocabulary(tmp_path):
+    """Target rows past the tokenizer's last token (tgt_vocab_size > vocab_size) have their own
+    names in the target vocabulary; the engine reads them back as the same ids."""
+    from aiayn.folder import save_weights
+    from aiayn.generation.search import decode_ids
+    from aiayn.tasks.translation import Translator
+
+    folder = random_folder(tmp_path / "m", tgt_vocab_size=131, share_embeddings=False)
+    model = Translator.load(folder).model
+    with torch.no_grad():
+        model.output.weight[125] *= 30  # a row no token of the tokenizer has, often chosen
+    save_weights(model, folder / "model.safetensors")
+    mt = engine_of(folder)
+    ids = [mt.encode_source(s) for s, _ in PAIRS]
+    ours = decode_ids(mt.model, ids, beam=1)
+    assert any(125 in row for row in ours)
+    assert mt.engine.decode_ids(mt.model, ids, beam=1, bos_id=1, eos_id=2, pad_id=0) == ours
+
+
 def test_greedy_with_no_repeated_ngrams_is_aiayns(tmp_path):
     """A random model repeats itself: with no 2-gram twice, greedy's tokens are still the same
     (CTranslate2 bans them before its softmax, aiayn after: the same argmax; a beam's scores

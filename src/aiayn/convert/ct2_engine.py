@@ -161,10 +161,12 @@ class CT2Decoder:
     in input order)."""
 
     def __init__(self, translator, tokens: Sequence[str], source_eos: bool,
-                 compute_type: str = "default"):
+                 compute_type: str = "default", target_tokens: Sequence[str] | None = None):
         self.translator = translator  # a ctranslate2.Translator
-        self.tokens = list(tokens)  # id -> the directory's vocabulary string
-        self.ids = {t: i for i, t in enumerate(self.tokens)}
+        self.tokens = list(tokens)  # source id -> the directory's vocabulary string
+        # ... and the target's (the same but for a separate target vocabulary, tgt_vocab_size)
+        self.target_tokens = self.tokens if target_tokens is None else list(target_tokens)
+        self.ids = {t: i for i, t in enumerate(self.target_tokens)}
         self.source_eos = source_eos  # CTranslate2 appends </s> itself (add_source_eos)
         self.compute_type = compute_type
         self.threads = (1, 0)  # (inter_threads, intra_threads) it was loaded with
@@ -175,8 +177,10 @@ class CT2Decoder:
              inter_threads: int = 1, intra_threads: int = 0) -> CT2Decoder:
         translator = load_translator(folder, compute_type, device, inter_threads, intra_threads,
                                      checkpoint)
-        decoder = cls(translator, vocabulary(tokenizer, model.config.vocab_size),
-                      bool(meta.get("source_eos")), compute_type)
+        cfg = model.config
+        decoder = cls(translator, vocabulary(tokenizer, cfg.vocab_size),
+                      bool(meta.get("source_eos")), compute_type,
+                      vocabulary(tokenizer, cfg.target_vocab_size))
         decoder.threads = (inter_threads, intra_threads)
         return decoder
 
@@ -212,8 +216,8 @@ class CT2Decoder:
         # its softmax, which renormalises the others: greedy's argmax is the same, a beam's
         # summed log-probabilities are not; so a beam searches over the whole vocabulary, as
         # aiayn's does before its ban, and a trained model gives them no mass.
-        banned = None if beam > 1 else [[self.tokens[pad_id]]] + (
-            [[self.tokens[bos_id]]] if bos_id != eos_id else [])
+        banned = None if beam > 1 else [[self.target_tokens[pad_id]]] + (
+            [[self.target_tokens[bos_id]]] if bos_id != eos_id else [])
         run = dict(options, beam_size=beam, suppress_sequences=banned, max_input_length=0,
                    no_repeat_ngram_size=no_repeat_ngram_size, return_scores=True,
                    return_end_token=True, min_decoding_length=min_length if beam == 1 else 0)
@@ -368,7 +372,8 @@ class CT2Decoder:
         Translator.score gives it: {"logprob": over the target and </s>, "tokens": how many}."""
         with _reported():
             out = self.translator.score_batch([self._source(s) for s, _ in pairs],
-                                              [[self.tokens[i] for i in t] for _, t in pairs],
+                                              [[self.target_tokens[i] for i in t]
+                                               for _, t in pairs],
                                               max_batch_size=batch_size, max_input_length=0)
         return [{"logprob": float(sum(r.log_probs)), "tokens": len(r.log_probs)} for r in out]
 

@@ -119,7 +119,7 @@ def model_spec(model, meta: dict[str, Any], tokenizer, where: str = "the model")
     """CTranslate2's TransformerSpec holding `model`'s weights (aiayn.models.Transformer, its
     folder's `meta` and tokenizer), its vocabularies and its special tokens. Not yet validated,
     optimised or saved (Converter.convert does that)."""
-    ct2 = import_ctranslate2()
+    import_ctranslate2()  # a one-line error naming the extra when it is missing
     from ctranslate2.specs import common_spec, transformer_spec
 
     cfg = model.config
@@ -148,7 +148,6 @@ def model_spec(model, meta: dict[str, Any], tokenizer, where: str = "the model")
     spec.config.unk_token, spec.config.decoder_start_token = tokens[UNK], tokens[BOS]
     spec.config.add_source_eos = bool(meta.get("source_eos"))
     spec.config.layer_norm_epsilon = cfg.layer_norm_eps
-    del ct2
     return spec
 
 
@@ -224,7 +223,7 @@ def converter(folder: str | Path, checkpoint: int | None = None):
     """A ctranslate2.converters.Converter of the aiayn translation folder (its weights of
     `checkpoint`, a saved step, when given): `.convert(out, quantization=...)` as CTranslate2's
     own converters."""
-    ct2 = import_ctranslate2()
+    import_ctranslate2()
     from ctranslate2.converters.converter import Converter
 
     class AiaynConverter(Converter):
@@ -237,7 +236,6 @@ def converter(folder: str | Path, checkpoint: int | None = None):
             tokenizer = Tokenizer.load(folder, check_specials="special_ids" not in meta)
             return model_spec(model, meta, tokenizer, str(folder))
 
-    del ct2
     return AiaynConverter()
 
 
