@@ -155,6 +155,19 @@ def _reported():
         raise UserError(f"CTranslate2 failed: {e}{hint}") from None
 
 
+def _check_mapped(beam: int, early_stopping: str, ngram: int, forced_first_id: int | None):
+    """A one-line UserError for a search setting the engine does not map."""
+    if early_stopping == "current_length" and beam > 1:
+        raise UserError("--early-stopping current_length (HF's heuristic) has no CTranslate2 "
+                        "equivalent: use exact or first_k")
+    if ngram and beam > 1:
+        raise UserError("--no-repeat-ngram-size with a beam is not mapped onto CTranslate2 (it "
+                        "bans the n-grams before its softmax, aiayn after: the beam's scores "
+                        "differ); greedy (--beam 1) is")
+    if forced_first_id is not None:
+        raise UserError("a forced first token (BART's forced_bos) is not mapped onto CTranslate2")
+
+
 class CT2Decoder:
     """Translator.translate's decoding by CTranslate2: `decode_ids` takes what
     aiayn.generation.search.decode_ids takes and gives what it gives (token ids, no <s> / </s>,
@@ -198,16 +211,7 @@ class CT2Decoder:
                    device: Any = None, workers: Any = None) -> list[list[int]]:
         """See the module's doc for how each setting maps. `model`: its config's max_len;
         device and workers: the CTranslate2 translator's own (load)."""
-        if early_stopping == "current_length" and beam > 1:
-            raise UserError("--early-stopping current_length (HF's heuristic) has no "
-                            "CTranslate2 equivalent: use exact or first_k")
-        if no_repeat_ngram_size and beam > 1:
-            raise UserError("--no-repeat-ngram-size with a beam is not mapped onto CTranslate2 "
-                            "(it bans the n-grams before its softmax, aiayn after: the beam's "
-                            "scores differ); greedy (--beam 1) is")
-        if forced_first_id is not None:
-            raise UserError("a forced first token (BART's forced_bos) is not mapped onto "
-                            "CTranslate2")
+        _check_mapped(beam, early_stopping, no_repeat_ngram_size, forced_first_id)
         max_len = model.config.max_len
         limits = dict(self._limits(src_ids, max_len, max_extra, max_new_tokens, batch_size))
         options = self._options(beam, alpha, length_penalty, early_stopping, min_length)
