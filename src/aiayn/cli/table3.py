@@ -2,7 +2,7 @@
 
     aiayn table3 --out DIR [--corpus gettext|dates-numbers|FOLDER] [--rows base,A,B,C,D,E,big]
                  [--seeds N] [--updates U | --minutes-per-row M] [--scale cpu|base]
-                 [--dev-pairs N] [--resume] [key=value ...]
+                 [--dev-pairs N] [--jobs N] [--resume] [key=value ...]
     aiayn table3 --merge DIR1 DIR2 ... --out DIR    rows run in other processes or machines
 
 Writes DIR/table3.md, table3.json and table3.png (aiayn.table3: the rows, their runs, the table).
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import argparse
 
-from aiayn.cli.common import finite_float, positive_int
+from aiayn.cli.common import finite_float, positive_int, thread_count
 
 RAW = argparse.RawDescriptionHelpFormatter
 
@@ -55,6 +55,9 @@ def register(sub) -> None:
                    help="cpu: the paper's widths and vocabulary / 8 (default); base: its sizes")
     p.add_argument("--dev-pairs", type=positive_int, default=None, metavar="N",
                    help="score the first N dev pairs (default: the whole dev split)")
+    p.add_argument("--jobs", type=thread_count, default=1, metavar="N",
+                   help="rows trained side by side, a process each (default 1); on a CPU one "
+                        "thread each: --jobs 2 on 2 cores")
     p.add_argument("--resume", action="store_true",
                    help="continue the table in --out: finished rows are kept, a cut one resumes")
     p.add_argument("--merge", nargs="+", metavar="DIR", default=None,
@@ -78,6 +81,7 @@ def _table3(args: argparse.Namespace) -> int:
     if args.merge is not None:
         given = [f for f in ("rows", "updates", "minutes_per_row", "dev_pairs") if
                  getattr(args, f) is not None] + (["resume"] if args.resume else []) + \
+            (["jobs"] if args.jobs != 1 else []) + \
             (["key=value"] if args.overrides else [])
         if given:
             raise UserError(f"--merge takes only the folders and --out (not --{given[0]})"
@@ -87,5 +91,5 @@ def _table3(args: argparse.Namespace) -> int:
     plan = Plan(scale=args.scale, corpus=args.corpus, groups=args.rows, seeds=args.seeds,
                 updates=args.updates, minutes_per_row=args.minutes_per_row,
                 dev_pairs=args.dev_pairs, overrides=list(args.overrides))
-    run_table(plan, args.out, resume=args.resume, say=_say)
+    run_table(plan, args.out, resume=args.resume, say=_say, jobs=args.jobs)
     return 0

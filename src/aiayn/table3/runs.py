@@ -271,8 +271,10 @@ def _steps_ratio(row: Row) -> float:
 
 
 def run_table(plan: Plan, out: str | Path, resume: bool = False,
-              say: Callable[[str], None] = print) -> dict[str, Any]:
-    """Train and score every row of the plan into `out` (see the module's doc); the table."""
+              say: Callable[[str], None] = print, jobs: int = 1) -> dict[str, Any]:
+    """Train and score every row of the plan into `out` (see the module's doc); the table.
+    `jobs` > 1: that many rows train side by side, each in a process of its own (on a CPU, one
+    thread each: the cpu scale's config sets train.threads=1)."""
     out = Path(out)
     rows = select_rows(plan.groups)
     with writer_lock(out):
@@ -287,26 +289,65 @@ def run_table(plan: Plan, out: str | Path, resume: bool = False,
         if done and todo:
             say(f"table3: {len(done)} row run(s) already done in {out}; {len(todo)} to go")
         weights = {row.name: _weight(row, plan) for row in rows}
+        left_weight = sum(weights[row.name] for row, _ in todo)
         spent = spent_weight = 0.0
-        for i, (row, seed) in enumerate(todo, 1):
-            s = row_settings(row, plan)
-            say(f"table3: [{i}/{len(todo)}] {row.name} seed {seed}: N {s['N']}, d_model "
-                f"{s['d_model']}, d_ff {s['d_ff']}, h {s['h']}, d_k {s['d_k']}, d_v {s['d_v']}, "
-                f"P_drop {s['P_drop']}, eps_ls {s['eps_ls']}, {s['positions']}")
-            record = run_row(row, seed, plan, out, resume, say)
+        table = None
+        for i, (row, seed, record) in enumerate(_run_rows(todo, plan, out, resume, say, jobs), 1):
             results.append(record)
             spent += record["seconds"]
             spent_weight += weights[row.name]
-            left = sum(weights[r.name] for r, _ in todo[i:]) * spent / spent_weight
+            left_weight -= weights[row.name]
+            left = left_weight * spent / spent_weight / max(1, min(jobs, len(todo) - i))
             say(f"table3: [{i}/{len(todo)}] {row.name} seed {seed}: dev BLEU "
                 f"{record['bleu']:.2f}, PPL {record['ppl']:.2f} after {record['steps']:,} "
                 f"updates ({_clock(record['seconds'])}); the table: about {_clock(left)} left")
             table = write_outputs(out, results, shared)
-        if not todo:
+        if table is None:
             table = write_outputs(out, results, shared)
         say(f"table3: {table['summary']}")
         say(f"table3: wrote {out / 'table3.md'}, table3.json, table3.png")
         return table
+
+
+def _announce(row: Row, seed: int, plan: Plan, say: Callable[[str], None]) -> None:
+    s = row_settings(row, plan)
+    say(f"table3: {row.name} seed {seed}: N {s['N']}, d_model {s['d_model']}, d_ff {s['d_ff']}, "
+        f"h {s['h']}, d_k {s['d_k']}, d_v {s['d_v']}, P_drop {s['P_drop']}, eps_ls "
+        f"{s['eps_ls']}, {s['positions']}, {s['steps']:,} updates")
+
+
+def _run_rows(todo: list[tuple[Row, int]], plan: Plan, out: Path, resume: bool,
+              say: Callable[[str], None], jobs: int):
+    """(row, seed, record) of each of `todo` as it finishes: here one after another, or in
+    `jobs` processes (spawned: a fresh interpreter each, as torch wants)."""
+    if jobs <= 1 or len(todo) <= 1:
+        for row, seed in todo:
+            _announce(row, seed, plan, say)
+            yield row, seed, run_row(row, seed, plan, out, resume, say)
+        return
+    import concurrent.futures as cf
+    import multiprocessing
+
+    pool = cf.ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn"))
+    try:
+        futures = {pool.submit(_run_row_in_process, row.name, seed, plan, out, resume):
+                   (row, seed) for row, seed in todo}
+        for future in cf.as_completed(futures):
+            row, seed = futures[future]
+            yield row, seed, future.result()
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _run_row_in_process(name: str, seed: int, plan: Plan, out: Path, resume: bool) -> dict:
+    """run_row in a process of the pool, speaking on its own stdout."""
+    from aiayn.table3.rows import ROWS
+
+    def say(message: str) -> None:
+        print(message, flush=True)
+
+    _announce(ROWS[name], seed, plan, say)
+    return run_row(ROWS[name], seed, plan, out, resume, say)
 
 
 def _clock(seconds: float) -> str:

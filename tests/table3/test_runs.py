@@ -1,0 +1,113 @@
+"""`aiayn table3` end to end on a tiny budget: every row trained and scored, the table and the
+figure written, a cut row resumed where it stopped, tables run apart merged into one."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from aiayn.data.dates_numbers import dates_numbers
+from aiayn.data.parallel import write_corpus_dir
+from aiayn.errors import UserError
+from aiayn.table3.rows import ROWS, select_rows
+from aiayn.table3.runs import Plan, merge_tables, read_results, row_experiment, run_table
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("corpus")
+    write_corpus_dir(dates_numbers(n_train=300, n_valid=6, n_test=6), folder)
+    return str(folder)
+
+
+def _plan(corpus, groups=None, updates=2, **kw):
+    return Plan(corpus=corpus, groups=groups, updates=updates, dev_pairs=4,
+                overrides=["train.log_every=1", "data.valid_pairs=2"], **kw)
+
+
+def test_every_row_is_trained_scored_tabled_and_drawn(corpus, tmp_path):
+    out = tmp_path / "t3"
+    lines = []
+    table = run_table(_plan(corpus), out, say=lines.append, jobs=2)
+    default = [r.name for r in select_rows(None)]
+    assert [r["row"] for r in table["rows"]] == default == [n for n in ROWS if n != "big"]
+    for r in read_results(out):
+        assert r["dev_pairs"] == 4 and r["steps"] == 2 and r["ppl"] > 1 and 0 <= r["bleu"] <= 100
+        assert (out / r["folder"] / "model.safetensors").is_file()
+        config = json.loads((out / r["folder"] / "config.json").read_text())
+        assert config["model"]["d_model"] == r["settings"]["d_model"]
+        assert config["experiment"]["train"]["average_width"] == 0  # Table 3: no averaging
+    md = (out / "table3.md").read_text()
+    assert all(f"| {name} |" in md for name in default)
+    assert (out / "table3.png").stat().st_size > 10_000
+    assert json.loads((out / "table3.json").read_text())["summary"] == table["summary"]
+    done = [line for line in lines if "] " in line and "left" in line]
+    assert len(done) == len(default)  # a progress line per row, with the time left
+    # a second command on the same folder is refused without --resume; with it, nothing to do
+    with pytest.raises(UserError, match="--resume"):
+        run_table(_plan(corpus), out)
+    again = []
+    run_table(_plan(corpus), out, resume=True, say=again.append)
+    assert not any("left" in line for line in again)
+    with pytest.raises(UserError, match="updates=3 differs"):
+        run_table(_plan(corpus, updates=3), out, resume=True)
+
+
+def test_a_cut_row_resumes_where_it_stopped_and_tables_run_apart_merge(corpus, tmp_path):
+    out = tmp_path / "t3"
+    run_table(_plan(corpus, "E-learned", updates=4), out, say=lambda m: None)
+    # base cut at update 2 of 4: the same run, trained as far as a cut one got
+    from aiayn.tasks.translation import train
+    folder = out / "rows" / "base" / "seed0"
+    train(row_experiment(ROWS["base"], 0, _plan(corpus, updates=2), folder), say=lambda m: None)
+    first = (folder / "metrics.jsonl").read_text().splitlines()[0]
+    lines = []
+    table = run_table(_plan(corpus, "base,E", updates=4), out, resume=True, say=lines.append)
+    assert any("1 row run(s) already done" in line for line in lines)
+    assert [r["row"] for r in table["rows"]] == ["base", "E-learned"]
+    base = next(r for r in read_results(out) if r["row"] == "base")
+    assert base["steps"] == 4
+    metrics = (folder / "metrics.jsonl").read_text().splitlines()
+    assert metrics[0] == first  # continued (a new run would have rewritten update 1's line)
+    assert [json.loads(m)["step"] for m in metrics if "loss" in json.loads(m)] == [1, 2, 3, 4]
+    assert "delta_bleu" in table["rows"][1]
+
+    other = tmp_path / "t3-c"
+    run_table(_plan(corpus, "C-N2", updates=4), other, say=lambda m: None)
+    merged = merge_tables([out, other], tmp_path / "merged", say=lambda m: None)
+    assert [r["row"] for r in merged["rows"]] == ["base", "C-N2", "E-learned"]
+    assert "delta_bleu" in merged["rows"][1]  # C-N2's change, read from the other folder's base
+    assert (tmp_path / "merged" / "table3.png").is_file()
+    with pytest.raises(UserError, match="seed 0 is in both"):
+        merge_tables([out, tmp_path / "merged"], tmp_path / "merged2")
+    apart = tmp_path / "t3-other-budget"
+    run_table(_plan(corpus, "C-N4", updates=2), apart, say=lambda m: None)
+    with pytest.raises(UserError, match="updates"):
+        merge_tables([out, apart], tmp_path / "merged3")
+
+
+def test_the_command_writes_the_table_and_refuses_bad_input_in_one_line(corpus, tmp_path):
+    def aiayn(*args):
+        return subprocess.run([sys.executable, "-m", "aiayn", "table3", *args],
+                              capture_output=True, text=True)
+
+    out = tmp_path / "t3"
+    done = aiayn("--out", str(out), "--corpus", corpus, "--rows", "base,B-dk16", "--updates", "2",
+                 "--dev-pairs", "3")
+    assert done.returncode == 0, done.stderr
+    assert "B-dk16 seed 0: dev BLEU" in done.stdout and "Spearman" in done.stdout
+    assert (out / "table3.md").is_file() and (out / "table3.png").is_file()
+    for args, message in [
+            (["--out", str(out), "--corpus", corpus], "already holds files; pass --resume"),
+            (["--out", str(tmp_path / "x"), "--corpus", "nope"], "neither a built-in corpus"),
+            (["--out", str(tmp_path / "x"), "--rows", "Q"], "unknown row or group 'Q'"),
+            (["--out", str(tmp_path / "x"), "--merge", str(out), "--rows", "A"],
+             "--merge takes only"),
+            (["--out", str(tmp_path / "x"), "--updates", "3", "--minutes-per-row", "2"],
+             "not allowed with argument")]:
+        bad = aiayn(*args)
+        assert bad.returncode == 2 and message in bad.stderr, (args, bad.stderr)
+        assert "Traceback" not in bad.stderr and len(bad.stderr.strip().splitlines()) == 1
