@@ -59,12 +59,13 @@ def test_every_paper_row_is_there_with_the_papers_settings_and_results():
 
 
 @pytest.mark.parametrize("name", list(ROWS))
-def test_the_cpu_scale_divides_every_width_by_8_and_keeps_depth_and_heads(name):
+def test_the_cpu_scale_divides_every_width_by_4_and_the_depth_by_2(name):
     paper, cpu = settings(ROWS[name], "base"), settings(ROWS[name], "cpu", updates=600)
-    assert SCALES["cpu"].width == 8 and SCALES["cpu"].vocab_size == 37_000 // 8
+    assert SCALES["cpu"].vocab_size == 37_000 // 4
     for key in ("d_model", "d_ff", "d_k", "d_v"):
-        assert cpu[key] * 8 == paper[key]
-    for key in ("N", "h", "P_drop", "eps_ls", "positions"):
+        assert cpu[key] * 4 == paper[key]
+    assert cpu["N"] * 2 == paper["N"]
+    for key in ("h", "P_drop", "eps_ls", "positions"):
         assert cpu[key] == paper[key]
     assert cpu["steps"] == (1800 if name == "big" else 600)  # the paper's ratio: big 300K / 100K
 

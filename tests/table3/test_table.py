@@ -74,7 +74,7 @@ def test_the_written_table_has_every_row_the_papers_numbers_and_ours(tmp_path):
     assert lines[0].startswith("| row | N | d_model | d_ff | h | d_k | d_v | P_drop | eps_ls |")
     b16 = next(line for line in lines if line.startswith("| B-dk16 "))
     cells = [c.strip() for c in b16.strip("|").split("|")]
-    assert cells[5] == "2" and cells[6] == ""  # d_k 16 / 8 = 2; d_v blank: as base's
+    assert cells[5] == "4" and cells[6] == ""  # d_k 16 / 4; d_v blank: as base's
     assert "5.16" in cells and "25.1" in cells and "58" in cells and "-0.7" in cells
     assert "widths / 8" in text and table["summary"] in text
     paths = write_table(table, tmp_path)

@@ -2,7 +2,7 @@
 
     aiayn table3 --out DIR [--corpus gettext|dates-numbers|FOLDER] [--rows base,A,B,C,D,E,big]
                  [--seeds N] [--updates U | --minutes-per-row M] [--scale cpu|base]
-                 [--dev-pairs N] [--jobs N] [--resume] [key=value ...]
+                 [--dev-pairs N] [--jobs N|auto] [--resume] [key=value ...]
     aiayn table3 --merge DIR1 DIR2 ... --out DIR    rows run in other processes or machines
 
 Writes DIR/table3.md, table3.json and table3.png (aiayn.table3: the rows, their runs, the table).
@@ -12,15 +12,13 @@ from __future__ import annotations
 
 import argparse
 
-from aiayn.cli.common import finite_float, positive_int, thread_count
+from aiayn.cli.common import finite_float, positive_int, thread_count_or_auto
 
 RAW = argparse.RawDescriptionHelpFormatter
 
 
 def register(sub) -> None:
     """Add `aiayn table3` to the `aiayn` parser."""
-    from aiayn.table3.runs import DEFAULT_UPDATES
-
     p = sub.add_parser(
         "table3", help="the paper's Table 3: train base and every variation, our numbers beside "
         "the paper's", formatter_class=RAW,
@@ -29,8 +27,7 @@ def register(sub) -> None:
         "translation run in DIR/rows/ROW/seedK, score each on the dev split (beam 4, sacreBLEU, "
         "PPL per subword, no checkpoint averaging) and write DIR/table3.md, table3.json and "
         "table3.png beside the paper's numbers.\n\n"
-        f"  aiayn table3 --out runs/table3            # scale cpu, gettext, "
-        f"{DEFAULT_UPDATES['cpu']} updates a row\n"
+        "  aiayn table3 --out runs/table3            # scale cpu, gettext, a row per CPU core\n"
         "  aiayn table3 --out runs/table3 --resume   # skip finished rows, resume a cut one\n"
         "  aiayn table3 --rows base,A,B --out t1 & aiayn table3 --rows C,D,E --out t2; wait\n"
         "  aiayn table3 --merge t1 t2 --out runs/table3")
@@ -46,18 +43,19 @@ def register(sub) -> None:
     budget = p.add_mutually_exclusive_group()
     budget.add_argument("--updates", type=positive_int, default=None,
                         help="the base row's updates; every row the paper's share of them (big "
-                             f"3x) (default {DEFAULT_UPDATES['cpu']} at --scale cpu, 100000 at "
-                             "base)")
+                             "3x) (default: train.max_steps of the scale's config, "
+                             "configs/table3-cpu.yaml or table3-base.yaml)")
     budget.add_argument("--minutes-per-row", type=finite_float, default=None, metavar="M",
                         help="a wall-clock budget per row instead (results then depend on the "
                              "machine's speed)")
     p.add_argument("--scale", default="cpu", choices=("cpu", "base"),
-                   help="cpu: the paper's widths and vocabulary / 8 (default); base: its sizes")
+                   help="cpu: the paper's widths and vocabulary / 4, depth / 2 (default); base: its "
+                        "sizes")
     p.add_argument("--dev-pairs", type=positive_int, default=None, metavar="N",
                    help="score the first N dev pairs (default: the whole dev split)")
-    p.add_argument("--jobs", type=thread_count, default=1, metavar="N",
-                   help="rows trained side by side, a process each (default 1); on a CPU one "
-                        "thread each: --jobs 2 on 2 cores")
+    p.add_argument("--jobs", type=thread_count_or_auto, default="auto", metavar="N|auto",
+                   help="rows trained side by side, a process each (at --scale cpu one thread "
+                        "each); default auto: one per CPU core on a CPU, 1 on a GPU")
     p.add_argument("--resume", action="store_true",
                    help="continue the table in --out: finished rows are kept, a cut one resumes")
     p.add_argument("--merge", nargs="+", metavar="DIR", default=None,
@@ -81,7 +79,7 @@ def _table3(args: argparse.Namespace) -> int:
     if args.merge is not None:
         given = [f for f in ("rows", "updates", "minutes_per_row", "dev_pairs") if
                  getattr(args, f) is not None] + (["resume"] if args.resume else []) + \
-            (["jobs"] if args.jobs != 1 else []) + \
+            (["jobs"] if args.jobs != "auto" else []) + \
             (["key=value"] if args.overrides else [])
         if given:
             raise UserError(f"--merge takes only the folders and --out (not --{given[0]})"

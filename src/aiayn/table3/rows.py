@@ -3,7 +3,7 @@
     from aiayn.table3.rows import ROWS, settings, model_overrides, count_parameters
     row = ROWS["B-dk16"]                      # (B): d_k 16 alone; the paper's 5.16 PPL, 25.1 BLEU, 58M
     s = settings(row, "cpu", updates=1000)    # the paper's columns at the CPU scale
-    model_overrides(s)                        # ["model.n_layers=6", "model.d_model=64", ...]
+    model_overrides(s)                        # ["model.n_layers=3", "model.d_model=128", ...]
     count_parameters(settings(row, "base"))   # at the paper's sizes, 37,000-token vocabulary
 
 A row is its name, its group ((A) .. (E), "base", "big"), the paper's columns it changes (blank
@@ -18,9 +18,11 @@ the paper's Table 3 (EN-DE newstest2013, beam 4, no checkpoint averaging) as PAP
   (E) learned positions instead of §3.5's sinusoids.
 
 A scale maps the paper's sizes to what runs: "base" is the paper's sizes; "cpu" divides every
-width (d_model, d_ff, d_k, d_v, and the 37k vocabulary) by 8 and keeps the depth N and the
-head count h, so that the whole table trains on a 2-core CPU in about an hour at its default
-budget. Steps: the paper trains every row 100K steps (big 300K); a run gives the base `updates`
+width (d_model, d_ff, d_k, d_v, and the 37k vocabulary) by 4 and the depth N by 2, and keeps
+the head count h, so that the whole table trains on a 2-core CPU in about an hour at its default
+budget. (Widths / 8 at full depth, d_model 64 in 6 + 6 layers, cost as much per update as
+d_model 128 in 3 + 3 and learned half as fast on gettext: dev NLL 6.24 vs 5.66 after 200
+updates.) Steps: the paper trains every row 100K steps (big 300K); a run gives the base `updates`
 updates and every row the same fraction of the paper's steps.
 """
 
@@ -87,10 +89,12 @@ DEFAULT_GROUPS = ("base", "A", "B", "C", "D", "E")  # "big" when asked for
 
 @dataclass(frozen=True)
 class Scale:
-    """How the paper's sizes map to a run's: widths divided by `width`, the vocabulary too."""
+    """How the paper's sizes map to a run's: widths (and the vocabulary) divided by `width`,
+    the depth N by `depth`."""
 
     name: str
     width: int
+    depth: int
     config: str  # the built-in config holding the training recipe at this scale
     rule: str  # said in the table's header
 
@@ -100,9 +104,9 @@ class Scale:
 
 
 SCALES: dict[str, Scale] = {
-    "cpu": Scale("cpu", 8, "table3-cpu", "widths (d_model, d_ff, d_k, d_v) and the 37k vocabulary "
-                 "divided by 8; N and h as the paper's"),
-    "base": Scale("base", 1, "table3-base", "the paper's sizes"),
+    "cpu": Scale("cpu", 4, 2, "table3-cpu", "widths (d_model, d_ff, d_k, d_v) and the 37k "
+                 "vocabulary divided by 4, the depth N by 2; h as the paper's"),
+    "base": Scale("base", 1, 1, "table3-base", "the paper's sizes"),
 }
 
 
@@ -127,8 +131,8 @@ def settings(row: Row, scale: str = "base", updates: int | None = None) -> dict[
     widths divided by the scale's rule; steps = updates x (the row's steps / base's) when
     `updates` is given (the paper's steps otherwise)."""
     s = {**BASE, **row.changes}
-    div = SCALES[scale].width
-    for key in WIDTHS:
+    rule = SCALES[scale]
+    for key, div in [*((k, rule.width) for k in WIDTHS), ("N", rule.depth)]:
         if s[key] % div:
             raise ValueError(f"{row.name}: {key}={s[key]} does not divide by {div}")
         s[key] //= div

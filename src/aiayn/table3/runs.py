@@ -67,7 +67,7 @@ class Plan:
         if self.scale not in SCALES:
             raise UserError(f"--scale {self.scale!r}: choose one of {', '.join(SCALES)}")
         if self.updates is None and self.minutes_per_row is None:
-            self.updates = DEFAULT_UPDATES[self.scale]
+            self.updates = default_updates(self.scale)
         if self.updates is not None and self.minutes_per_row is not None:
             raise UserError("give --updates or --minutes-per-row, not both")
         if self.updates is not None and self.updates < 1:
@@ -88,9 +88,12 @@ class Plan:
                f"{self.updates:,} / {BASE['steps']:,})"
 
 
-# The base row's updates when neither budget is given: at "cpu", what trains the whole default
-# table (19 rows) in about an hour on a 2-core CPU; at "base", the paper's 100K steps.
-DEFAULT_UPDATES = {"cpu": 600, "base": BASE["steps"]}
+def default_updates(scale: str) -> int:
+    """The base row's updates when neither budget is given: the scale's config's max_steps (at
+    "cpu", what trains the default table in about an hour on 2 cores; at "base", §5.2's 100K)."""
+    from aiayn.training.experiment import CONFIG_DIR, read_config_file
+
+    return int(read_config_file(CONFIG_DIR / f"{SCALES[scale].config}.yaml")["train"]["max_steps"])
 
 
 # -- one row -------------------------------------------------------------------------------------
@@ -271,12 +274,15 @@ def _steps_ratio(row: Row) -> float:
 
 
 def run_table(plan: Plan, out: str | Path, resume: bool = False,
-              say: Callable[[str], None] = print, jobs: int = 1) -> dict[str, Any]:
+              say: Callable[[str], None] = print, jobs: int | str = 1) -> dict[str, Any]:
     """Train and score every row of the plan into `out` (see the module's doc); the table.
     `jobs` > 1: that many rows train side by side, each in a process of its own (on a CPU, one
-    thread each: the cpu scale's config sets train.threads=1)."""
+    thread each: the cpu scale's config sets train.threads=1); "auto": one per CPU core when the
+    rows train on the CPU, else 1."""
     out = Path(out)
     rows = select_rows(plan.groups)
+    if jobs == "auto":
+        jobs = auto_jobs(plan)
     with writer_lock(out):
         _check_plan(out, plan, resume)
         out.mkdir(parents=True, exist_ok=True)
@@ -307,6 +313,16 @@ def run_table(plan: Plan, out: str | Path, resume: bool = False,
         say(f"table3: {table['summary']}")
         say(f"table3: wrote {out / 'table3.md'}, table3.json, table3.png")
         return table
+
+
+def auto_jobs(plan: Plan) -> int:
+    """One row per CPU core where the rows train on the CPU (train.device); 1 on a GPU."""
+    import os
+
+    from aiayn.devices import resolve_device
+
+    exp = row_experiment(select_rows("base")[0], 0, plan, Path("."))
+    return (os.cpu_count() or 1) if resolve_device(exp.train.device) == "cpu" else 1
 
 
 def _announce(row: Row, seed: int, plan: Plan, say: Callable[[str], None]) -> None:
@@ -400,5 +416,5 @@ def merge_tables(folders: Sequence[str | Path], out: str | Path,
         return table
 
 
-__all__ = ["DEFAULT_UPDATES", "PLAN_FILE", "Plan", "dev_pairs", "evaluate_run", "merge_tables",
+__all__ = ["default_updates", "PLAN_FILE", "Plan", "dev_pairs", "evaluate_run", "merge_tables",
            "read_results", "row_experiment", "run_row", "run_table"]
