@@ -141,3 +141,10 @@ def read_hf_folder(folder: str | Path, what: str) -> tuple[dict[str, Any], dict[
     except Exception as e:  # safetensors raises its own error types
         raise UserError(f"{weights_path}: not a readable safetensors file ({e})") from None
     return hf_config, state, config_path
+
+
+def require_model_type(c: dict[str, Any], where: str, model_type: str, kind: str) -> None:
+    """config.json (the dict `c`, read at `where`) is transformers' `model_type`; a UserError
+    naming what it is otherwise (`kind`: "T5 (T5ForConditionalGeneration)")."""
+    if c.get("model_type") != model_type:
+        raise UserError(f"{where}: model_type={c.get('model_type')!r}: not a {kind} folder")

@@ -31,9 +31,10 @@ import torch
 from torch import Tensor
 
 from aiayn.config import TransformerConfig
-from aiayn.convert import TO_HF_ACTIVATION, activation_from_hf, read_hf_folder
+from aiayn.convert import TO_HF_ACTIVATION, activation_from_hf, read_hf_folder, require_model_type
 from aiayn.convert.hf_marian import _parameter_names
 from aiayn.convert.hf_marian import generation_from_hf as marian_generation
+from aiayn.convert.hf_seq2seq import check_shape, from_hf_weights, to_hf_weights, weight_getter
 from aiayn.data.special import BOS, EOS, PAD
 from aiayn.errors import UserError
 from aiayn.models.transformer import Transformer
@@ -72,10 +73,7 @@ def is_bart(config: TransformerConfig) -> bool:
 def config_to_hf(config: TransformerConfig) -> dict[str, Any]:
     """The BartConfig (as config.json) of a translation model; a UserError naming the first
     option BART does not have. aiayn's special ids; an imported model's own replace them."""
-    for key, value in _BART_SHAPE.items():
-        if getattr(config, key) != value:
-            raise UserError(f"model.{key}={getattr(config, key)!r}: BART has {key}={value!r}, "
-                            "so this translation model has no exact BartForConditionalGeneration")
+    check_shape(config, _BART_SHAPE, "BART", "BartForConditionalGeneration")
     return {"architectures": ["BartForConditionalGeneration"], "model_type": "bart",
             "vocab_size": config.vocab_size, "d_model": config.d_model,
             "encoder_layers": config.n_encoder_layers, "decoder_layers": config.n_decoder_layers,
@@ -102,24 +100,16 @@ def _embedding_names() -> list[tuple[str, str]]:
 
 def to_hf_state_dict(model: Transformer) -> dict[str, Tensor]:
     """The model's weights under BartForConditionalGeneration's names."""
-    ours = {k: v.detach().float() for k, v in model.state_dict().items()}
-    shared = ours["src_embed.tokens.weight"]
-    out = {k: shared for k in ("model.shared.weight", "model.encoder.embed_tokens.weight",
-                               "model.decoder.embed_tokens.weight", "lm_head.weight")}
-    out["final_logits_bias"] = ours["output.bias"][None, :]
-    for mine, theirs in _embedding_names():
-        out[theirs] = ours[mine]
-    for mine, theirs, _ in _parameter_names(model.config):
-        out[theirs] = ours[mine]
-    return {k: v.contiguous().clone() for k, v in out.items()}
+    return to_hf_weights(model, ("model.shared.weight", "model.encoder.embed_tokens.weight",
+                                 "model.decoder.embed_tokens.weight", "lm_head.weight"),
+                         [*_embedding_names(), *_parameter_names(model.config)],
+                         extra={"final_logits_bias": model.output.bias.detach().float()[None, :]})
 
 
 # -- import (aiayn import hf-bart) ---------------------------------------------------------------
 
 def require_bart(c: dict[str, Any], where: str) -> None:
-    if c.get("model_type") != "bart":
-        raise UserError(f"{where}: model_type={c.get('model_type')!r}: not a BART "
-                        "(BartForConditionalGeneration) folder")
+    require_model_type(c, where, "bart", "BART (BartForConditionalGeneration)")
 
 
 def config_from_hf(c: dict[str, Any], where: str) -> TransformerConfig:
@@ -167,26 +157,15 @@ def from_hf_state_dict(state: dict[str, Tensor], config: TransformerConfig,
     if not any(k.startswith("model.") for k in state):
         state = {k if k in ("final_logits_bias", "lm_head.weight") else f"model.{k}": v
                  for k, v in state.items()}
-
-    def get(name: str) -> Tensor:
-        if name not in state:
-            raise UserError(f"{where}: the weights have no {name!r} (not a "
-                            "BartForConditionalGeneration checkpoint of this config?)")
-        return state[name].float()
-
+    get = weight_getter(state, where, "BartForConditionalGeneration")
     shared = next((get(k) for k in ("model.shared.weight", "model.encoder.embed_tokens.weight",
                                      "lm_head.weight") if k in state), None)
     if shared is None:
         get("model.shared.weight")  # raises, naming it
-    out = {"src_embed.tokens.weight": shared, "tgt_embed.tokens.weight": shared,
-           "output.weight": shared}
     bias = state.get("final_logits_bias")  # absent: transformers' zeros
-    out["output.bias"] = torch.zeros(config.vocab_size) if bias is None else bias.float().reshape(-1)
-    for mine, theirs in _embedding_names():
-        out[mine] = get(theirs)
-    for mine, theirs, _ in _parameter_names(config):
-        out[mine] = get(theirs)
-    return {k: v.contiguous().clone() for k, v in out.items()}
+    bias = torch.zeros(config.vocab_size) if bias is None else bias.float().reshape(-1)
+    return from_hf_weights(get, shared, [*_embedding_names(), *_parameter_names(config)],
+                           extra={"output.bias": bias})
 
 
 def read_tokenizer(folder: Path, special: dict[str, int | None]) -> Any:

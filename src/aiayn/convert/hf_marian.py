@@ -28,6 +28,7 @@ in </s> (meta "source_eos"), as Marian's tokenizer makes it.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +36,8 @@ import torch
 from torch import Tensor
 
 from aiayn.config import TransformerConfig
-from aiayn.convert import TO_HF_ACTIVATION, activation_from_hf, read_hf_folder
+from aiayn.convert import TO_HF_ACTIVATION, activation_from_hf, read_hf_folder, require_model_type
+from aiayn.convert.hf_seq2seq import check_shape, from_hf_weights, to_hf_weights, weight_getter
 from aiayn.data.special import BOS, EOS, PAD, SPECIAL_TOKENS, UNK_TOKEN
 from aiayn.errors import UserError
 from aiayn.models.transformer import Transformer
@@ -52,10 +54,7 @@ _MARIAN_SHAPE = {"norm_first": False, "final_norm": False, "positions": "sinusoi
 def config_to_hf(config: TransformerConfig) -> dict[str, Any]:
     """The MarianConfig (as config.json) of a translation model; a UserError naming the first
     option Marian does not have."""
-    for key, value in _MARIAN_SHAPE.items():
-        if getattr(config, key) != value:
-            raise UserError(f"model.{key}={getattr(config, key)!r}: Marian has {key}={value!r}, "
-                            "so this translation model has no exact MarianMTModel")
+    check_shape(config, _MARIAN_SHAPE, "Marian", "MarianMTModel")
     if config.d_model % 2:
         raise UserError(f"model.d_model={config.d_model}: Marian's positions need an even d_model")
     return {"architectures": ["MarianMTModel"], "model_type": "marian",
@@ -77,6 +76,14 @@ def config_to_hf(config: TransformerConfig) -> dict[str, Any]:
 def position_permutation(d_model: int) -> Tensor:
     """perm with marian_table[:, j] == paper_table[:, perm[j]]: sines (even columns) first."""
     return torch.cat([torch.arange(0, d_model, 2), torch.arange(1, d_model, 2)])
+
+
+def _renumbered(perm: Tensor) -> Callable[[Tensor, str], Tensor]:
+    """The d_model dimensions of a tensor renumbered by `perm`, as _parameter_names' `how` says."""
+    def renumber(value: Tensor, how: str) -> Tensor:
+        return value[:, perm] if how == "reads" else value[perm] if how == "writes" else value
+
+    return renumber
 
 
 def _parameter_names(config: TransformerConfig) -> list[tuple[str, str, str]]:
@@ -108,24 +115,17 @@ def _parameter_names(config: TransformerConfig) -> list[tuple[str, str, str]]:
 
 def to_hf_state_dict(model: Transformer) -> dict[str, Tensor]:
     """The model's weights under MarianMTModel's names, with d_model renumbered (see above)."""
-    perm = position_permutation(model.config.d_model)
-    ours = {k: v.detach().float() for k, v in model.state_dict().items()}
-    out = {"model.shared.weight": ours["src_embed.tokens.weight"][:, perm]}
-    out["model.encoder.embed_tokens.weight"] = out["model.decoder.embed_tokens.weight"] = \
-        out["lm_head.weight"] = out["model.shared.weight"]
-    out["final_logits_bias"] = torch.zeros(1, model.config.vocab_size)
-    for mine, theirs, how in _parameter_names(model.config):
-        value = ours[mine]
-        out[theirs] = value[:, perm] if how == "reads" else value[perm] if how == "writes" else value
-    return {k: v.contiguous().clone() for k, v in out.items()}
+    return to_hf_weights(model, ("model.shared.weight", "model.encoder.embed_tokens.weight",
+                                 "model.decoder.embed_tokens.weight", "lm_head.weight"),
+                         _parameter_names(model.config),
+                         extra={"final_logits_bias": torch.zeros(1, model.config.vocab_size)},
+                         layout=_renumbered(position_permutation(model.config.d_model)))
 
 
 # -- import (aiayn import hf-marian) -------------------------------------------------------------
 
 def require_marian(c: dict[str, Any], where: str) -> None:
-    if c.get("model_type") != "marian":
-        raise UserError(f"{where}: model_type={c.get('model_type')!r}: not a Marian "
-                        "(MarianMTModel) folder")
+    require_model_type(c, where, "marian", "Marian (MarianMTModel)")
 
 
 def config_from_hf(c: dict[str, Any], vocab_size: int, where: str) -> TransformerConfig:
@@ -196,25 +196,14 @@ def from_hf_state_dict(state: dict[str, Tensor], config: TransformerConfig, orde
     """Marian weights -> aiayn's names and layout: the vocabulary rows in `order`, the d_model
     dimensions renumbered back (the inverse of to_hf_state_dict)."""
     back = torch.argsort(position_permutation(config.d_model))
-
-    def get(name: str) -> Tensor:
-        if name not in state:
-            raise UserError(f"{where}: the weights have no {name!r} (not a MarianMTModel "
-                            "checkpoint of this config?)")
-        return state[name].float()
-
+    get = weight_getter(state, where, "MarianMTModel")
     shared = get("model.shared.weight") if "model.shared.weight" in state \
         else get("model.encoder.embed_tokens.weight")
     if "final_logits_bias" in state and bool(state["final_logits_bias"].any()):
         raise UserError(f"{where}: final_logits_bias is not zero: aiayn's output layer has no "
                         "bias, so this model has no exact aiayn counterpart")
-    embedding = shared[torch.tensor(order)][:, back]
-    out = {"src_embed.tokens.weight": embedding, "tgt_embed.tokens.weight": embedding,
-           "output.weight": embedding}
-    for mine, theirs, how in _parameter_names(config):
-        value = get(theirs)
-        out[mine] = value[:, back] if how == "reads" else value[back] if how == "writes" else value
-    return {k: v.contiguous().clone() for k, v in out.items()}
+    return from_hf_weights(get, shared[torch.tensor(order)][:, back], _parameter_names(config),
+                           layout=_renumbered(back))
 
 
 def generation_from_hf(folder: Path, c: dict[str, Any]) -> dict[str, Any]:

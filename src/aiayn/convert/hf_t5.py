@@ -36,7 +36,8 @@ import torch
 from torch import Tensor
 
 from aiayn.config import TransformerConfig
-from aiayn.convert import FROM_HF_ACTIVATION, TO_HF_ACTIVATION, read_hf_folder
+from aiayn.convert import FROM_HF_ACTIVATION, TO_HF_ACTIVATION, read_hf_folder, require_model_type
+from aiayn.convert.hf_seq2seq import check_shape, from_hf_weights, to_hf_weights, weight_getter
 from aiayn.data.special import BOS, EOS, PAD, SPECIAL_TOKENS, UNK_TOKEN
 from aiayn.errors import UserError
 from aiayn.models.transformer import Transformer
@@ -71,10 +72,7 @@ def _feed_forward_proj(config: TransformerConfig) -> str:
 def config_to_hf(config: TransformerConfig) -> dict[str, Any]:
     """The T5Config (as config.json) of a translation model; a UserError naming the first option
     T5 does not have."""
-    for key, value in _T5_SHAPE.items():
-        if getattr(config, key, value) != value:
-            raise UserError(f"model.{key}={getattr(config, key)!r}: T5 has {key}={value!r}, "
-                            "so this translation model has no exact T5ForConditionalGeneration")
+    check_shape(config, _T5_SHAPE, "T5", "T5ForConditionalGeneration")
     return {"architectures": ["T5ForConditionalGeneration"], "model_type": "t5",
             "vocab_size": config.vocab_size, "d_model": config.d_model,
             "d_kv": config.d_k, "d_ff": config.d_ff,
@@ -120,22 +118,17 @@ def _parameter_names(config: TransformerConfig) -> list[tuple[str, str]]:
 
 
 def to_hf_state_dict(model: Transformer) -> dict[str, Tensor]:
-    """The model's weights under T5ForConditionalGeneration's names."""
-    ours = {k: v.detach().float() for k, v in model.state_dict().items()}
-    shared = ours["src_embed.tokens.weight"]
-    out = {"shared.weight": shared, "encoder.embed_tokens.weight": shared,
-           "decoder.embed_tokens.weight": shared, "lm_head.weight": ours["output.weight"]}
-    for mine, theirs in _parameter_names(model.config):
-        out[theirs] = ours[mine]
-    return {k: v.contiguous().clone() for k, v in out.items()}
+    """The model's weights under T5ForConditionalGeneration's names (lm_head: the output layer,
+    tied or not)."""
+    return to_hf_weights(model, ("shared.weight", "encoder.embed_tokens.weight",
+                                 "decoder.embed_tokens.weight"),
+                         [("output.weight", "lm_head.weight"), *_parameter_names(model.config)])
 
 
 # -- import (aiayn import hf-t5) -----------------------------------------------------------------
 
 def require_t5(c: dict[str, Any], where: str) -> None:
-    if c.get("model_type") != "t5":
-        raise UserError(f"{where}: model_type={c.get('model_type')!r}: not a T5 "
-                        "(T5ForConditionalGeneration) folder")
+    require_model_type(c, where, "t5", "T5 (T5ForConditionalGeneration)")
 
 
 def _feed_forward_from_hf(value: Any, where: str) -> tuple[str, bool]:
@@ -195,20 +188,11 @@ def config_from_hf(c: dict[str, Any], vocab_size: int, where: str,
 def from_hf_state_dict(state: dict[str, Tensor], config: TransformerConfig, order: list[int],
                        where: str) -> dict[str, Tensor]:
     """T5 weights -> aiayn's names, the vocabulary rows in `order`."""
-    def get(name: str) -> Tensor:
-        if name not in state:
-            raise UserError(f"{where}: the weights have no {name!r} (not a "
-                            "T5ForConditionalGeneration checkpoint of this config?)")
-        return state[name].float()
-
+    get = weight_getter(state, where, "T5ForConditionalGeneration")
     rows = torch.tensor(order)
     shared = get("shared.weight" if "shared.weight" in state else "encoder.embed_tokens.weight")
-    embedding = shared[rows]
-    out = {"src_embed.tokens.weight": embedding, "tgt_embed.tokens.weight": embedding,
-           "output.weight": embedding if config.tie_output else get("lm_head.weight")[rows]}
-    for mine, theirs in _parameter_names(config):
-        out[mine] = get(theirs)
-    return {k: v.contiguous().clone() for k, v in out.items()}
+    output = None if config.tie_output else get("lm_head.weight")[rows]
+    return from_hf_weights(get, shared[rows], _parameter_names(config), output=output)
 
 
 def read_tokenizer(folder: Path) -> Any:
