@@ -8,6 +8,7 @@ import os
 import re
 import sys
 from collections.abc import Callable
+from typing import Any
 
 from aiayn.config import did_you_mean
 from aiayn.errors import UserError
@@ -211,19 +212,38 @@ def _run_options(p: argparse.ArgumentParser, options: Options | None) -> None:
         options(p)
 
 
-def training_command(p: argparse.ArgumentParser, options: Options | None = None,
-                     task: str | None = None) -> None:
+def command_group(sub: Any, name: str, dest: str, metavar: str = "COMMAND",
+                  **parser_args: Any) -> Any:
+    """The sub-commands of `aiayn NAME` (add_parser's `parser_args`: help, description, ...);
+    `aiayn NAME` alone prints NAME's help and exits with status 2."""
+    parser = sub.add_parser(name, **parser_args)
+    parser.set_defaults(func=lambda args: (parser.print_help(), 2)[1])
+    return parser.add_subparsers(dest=dest, metavar=metavar)
+
+
+def model_command(cmds: Any, name: str, help_text: str,
+                  precision: bool = True) -> argparse.ArgumentParser:
+    """A command that runs a model folder: --model DIR and device_options."""
+    p = cmds.add_parser(name, help=help_text)
+    p.add_argument("--model", required=True, metavar="DIR")
+    device_options(p, precision=precision)
+    return p
+
+
+def training_command(p: argparse.ArgumentParser, func: Callable[[argparse.Namespace], int],
+                     options: Options | None = None, task: str | None = None) -> None:
     """`CONFIG [KEY=VALUE ...] [--out DIR] [--resume] [task options]` of every `... train`
-    command. CONFIG is a file, a built-in config name (`aiayn configs`) or a model preset name;
-    `options(parser)` adds the task's own flags (e.g. --text); `task` names the task whose
-    command this is, for `aiayn train` (see train_as)."""
+    command, run by `func` (data-parallel under torchrun). CONFIG is a file, a built-in config
+    name (`aiayn configs`) or a model preset name; `options(parser)` adds the task's own flags
+    (e.g. --text); `task` names the task whose command this is, for `aiayn train` (see
+    train_as)."""
     p.add_argument("config", nargs="?", metavar="CONFIG",
                    help="config file, built-in config name (see `aiayn configs`) or preset name")
     # REMAINDER: options may follow the overrides (`train CONFIG key=value --resume`).
     p.add_argument("overrides", nargs=argparse.REMAINDER, metavar="KEY=VALUE",
                    help="dotted overrides, e.g. train.max_steps=100")
     _run_options(p, options)
-    p.set_defaults(run_options=options)
+    p.set_defaults(run_options=options, func=func, distributed=True)  # torchrun: data-parallel
     if task is not None:
         TRAIN_COMMANDS[task] = p
 

@@ -6,24 +6,24 @@ from __future__ import annotations
 
 import argparse
 
+from aiayn.cli.common import command_group
+
 
 def register(sub) -> None:
     """Add `aiayn import KIND` and `aiayn export hf` to the `aiayn` parser."""
-    imp = sub.add_parser("import", help="convert a checkpoint folder of another library",
-                         description="Convert a local checkpoint folder (config.json + "
-                         "model.safetensors [+ tokenizer.json]) into an aiayn model folder.")
-    imp.set_defaults(func=lambda args: (imp.print_help(), 2)[1])
-    kinds = imp.add_subparsers(dest="import_kind", metavar="KIND")
+    kinds = command_group(sub, "import", "import_kind", "KIND",
+                          help="convert a checkpoint folder of another library",
+                          description="Convert a local checkpoint folder (config.json + "
+                          "model.safetensors [+ tokenizer.json]) into an aiayn model folder.")
     for kind, (help_text, func) in IMPORTERS.items():
         p = kinds.add_parser(kind, help=help_text)
         p.add_argument("folder", metavar="DIR", help="checkpoint folder")
         p.add_argument("--out", required=True, help="aiayn model folder to write")
         p.set_defaults(func=func)
 
-    exp = sub.add_parser("export", help="write a model folder in another library's format",
-                         description="Write an aiayn model folder in another library's format.")
-    exp.set_defaults(func=lambda args: (exp.print_help(), 2)[1])
-    kinds = exp.add_subparsers(dest="export_kind", metavar="KIND")
+    kinds = command_group(sub, "export", "export_kind", "KIND",
+                          help="write a model folder in another library's format",
+                          description="Write an aiayn model folder in another library's format.")
     hf = kinds.add_parser("hf", help="Hugging Face transformers folder (config.json, "
                           "model.safetensors, tokenizer): a translation model -> MarianMTModel "
                           "(BartForConditionalGeneration when BART-shaped, "

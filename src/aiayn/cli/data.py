@@ -14,15 +14,14 @@ from __future__ import annotations
 
 import argparse
 
-from aiayn.cli.common import non_negative_int
+from aiayn.cli.common import command_group, non_negative_int
 
 
 def register(sub) -> None:
     """Add `aiayn data <corpus>` to the `aiayn` parser."""
-    parser = sub.add_parser("data", help="write a built-in corpus (train/valid/test) to files",
+    corpora = command_group(sub, "data", "corpus", "CORPUS",
+                            help="write a built-in corpus (train/valid/test) to files",
                             description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.set_defaults(func=lambda args: (parser.print_help(), 2)[1])
-    corpora = parser.add_subparsers(dest="corpus", metavar="CORPUS")
 
     dn = corpora.add_parser("dates-numbers", help="English -> German dates and spelled-out numbers")
     dn.add_argument("--out", required=True, help="output directory")

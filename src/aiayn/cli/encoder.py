@@ -24,7 +24,8 @@ import json
 import sys
 
 from aiayn.cli.common import (
-    device_options,
+    command_group,
+    model_command,
     percent,
     read_stdin_lines,
     report_training,
@@ -37,32 +38,25 @@ from aiayn.errors import UserError
 
 def register(sub) -> None:
     """Add `aiayn classify`, `aiayn import` and `aiayn embed` to the `aiayn` parser."""
-    fmt = argparse.RawDescriptionHelpFormatter
-    clf = sub.add_parser("classify", help="train or use a text classifier (encoder-only, BERT-style)",
-                         description=__doc__, formatter_class=fmt)
-    clf.set_defaults(func=lambda args: (clf.print_help(), 2)[1])
-    cmds = clf.add_subparsers(dest="classify_command", metavar="COMMAND")
-
+    cmds = command_group(sub, "classify", "classify_command",
+                         help="train or use a text classifier (encoder-only, BERT-style)",
+                         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     train = cmds.add_parser("train", help="train a text classifier")
-    training_command(train, _data_options, task="text_classification")
-    train.set_defaults(func=_train, distributed=True)  # torchrun: data-parallel training
+    training_command(train, _train, _data_options, task="text_classification")
 
-    pred = cmds.add_parser("predict", help="label texts (arguments, or one per stdin line)")
-    pred.add_argument("--model", required=True, metavar="DIR")
-    device_options(pred, precision=False)
+    pred = model_command(cmds, "predict", "label texts (arguments, or one per stdin line)",
+                         precision=False)
     pred.add_argument("texts", nargs="*", metavar="TEXT")
     pred.add_argument("--json", action="store_true", help="print JSON lines")
     pred.set_defaults(func=_predict)
 
-    ev = cmds.add_parser("eval", help="accuracy on a TSV file or the training corpus's test split")
-    ev.add_argument("--model", required=True, metavar="DIR")
-    device_options(ev, precision=False)
+    ev = model_command(cmds, "eval", "accuracy on a TSV file or the training corpus's test split",
+                       precision=False)
     ev.add_argument("--test", metavar="FILE.tsv", help="text<TAB>label lines")
     ev.set_defaults(func=_eval)
 
-    emb = sub.add_parser("embed", help="sentence embeddings (mean-pooled, normalised)")
-    emb.add_argument("--model", required=True, metavar="DIR")
-    device_options(emb, precision=False)
+    emb = model_command(sub, "embed", "sentence embeddings (mean-pooled, normalised)",
+                        precision=False)
     emb.add_argument("texts", nargs="*", metavar="TEXT", help="default: one text per stdin line")
     how = emb.add_mutually_exclusive_group()
     how.add_argument("--json", action="store_true", help="print [{text, embedding}, ...] as JSON")

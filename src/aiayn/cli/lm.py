@@ -21,8 +21,9 @@ import argparse
 import sys
 
 from aiayn.cli.common import (
-    device_options,
+    command_group,
     finite_float,
+    model_command,
     non_negative_int,
     positive_int,
     report_training,
@@ -37,18 +38,13 @@ from aiayn.errors import UserError
 
 def register(sub) -> None:
     """Add `aiayn lm train|eval` and `aiayn generate` to the `aiayn` parser."""
-    lm = sub.add_parser("lm", help="train or evaluate a decoder-only language model",
-                        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    lm.set_defaults(func=lambda args: (lm.print_help(), 2)[1])
-    cmds = lm.add_subparsers(dest="lm_command", metavar="COMMAND")
-
+    cmds = command_group(sub, "lm", "lm_command",
+                         help="train or evaluate a decoder-only language model",
+                         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     train = cmds.add_parser("train", help="train a language model (GPT-style)")
-    training_command(train, _data_options, task="language_model")
-    train.set_defaults(func=_train, distributed=True)  # torchrun: data-parallel training
+    training_command(train, _train, _data_options, task="language_model")
 
-    ev = cmds.add_parser("eval", help="perplexity and bits per byte of a language model")
-    ev.add_argument("--model", required=True, metavar="DIR")
-    device_options(ev)
+    ev = model_command(cmds, "eval", "perplexity and bits per byte of a language model")
     ev.add_argument("--text", nargs="+", metavar="FILE", help="files to score (each a document)")
     ev.add_argument("--split", choices=("valid", "test"), default=None,
                     help="a split of the model's training corpus (default: test, else valid)")
@@ -56,9 +52,7 @@ def register(sub) -> None:
                     help="blocks of the text scored together (default 8)")
     ev.set_defaults(func=_eval)
 
-    gen = sub.add_parser("generate", help="continue a prompt with a language model (streaming)")
-    gen.add_argument("--model", required=True, metavar="DIR")
-    device_options(gen)
+    gen = model_command(sub, "generate", "continue a prompt with a language model (streaming)")
     gen.add_argument("--prompt", action="append", default=None,
                      help="text to continue (default: empty); repeat for several prompts")
     gen.add_argument("--num-samples", type=positive_int, default=1,

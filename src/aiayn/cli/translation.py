@@ -56,8 +56,7 @@ def register(sub) -> None:
                        "--text, are theirs alone). Dotted key=value arguments override it "
                        "(train.max_steps=100).",
                        formatter_class=RAW)
-    training_command(p, _data_options)
-    p.set_defaults(func=_train, distributed=True)  # torchrun: data-parallel training
+    training_command(p, _train, _data_options)
 
     p = sub.add_parser("translate", help="translate sentences (arguments, or one per stdin line)")
     _model_args(p)

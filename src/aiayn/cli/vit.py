@@ -18,7 +18,8 @@ import argparse
 import json
 
 from aiayn.cli.common import (
-    device_options,
+    command_group,
+    model_command,
     percent,
     report_training,
     say,
@@ -30,25 +31,19 @@ from aiayn.errors import UserError
 
 def register(sub) -> None:
     """Add `aiayn vit train|predict|eval` to the `aiayn` parser."""
-    vit = sub.add_parser("vit", help="train or use a Vision Transformer image classifier",
+    cmds = command_group(sub, "vit", "vit_command",
+                         help="train or use a Vision Transformer image classifier",
                          description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    vit.set_defaults(func=lambda args: (vit.print_help(), 2)[1])
-    cmds = vit.add_subparsers(dest="vit_command", metavar="COMMAND")
-
     train = cmds.add_parser("train", help="train a ViT on digits or a folder of images")
-    training_command(train, _data_options, task="image_classification")
-    train.set_defaults(func=_train, distributed=True)  # torchrun: data-parallel training
+    training_command(train, _train, _data_options, task="image_classification")
 
-    pred = cmds.add_parser("predict", help="classify image files")
-    pred.add_argument("--model", required=True, metavar="DIR")
-    device_options(pred, precision=False)
+    pred = model_command(cmds, "predict", "classify image files", precision=False)
     pred.add_argument("images", nargs="+", metavar="IMAGE")
     pred.add_argument("--json", action="store_true", help="print JSON lines")
     pred.set_defaults(func=_predict)
 
-    ev = cmds.add_parser("eval", help="accuracy on a split of the training data or on a folder")
-    ev.add_argument("--model", required=True, metavar="DIR")
-    device_options(ev, precision=False)
+    ev = model_command(cmds, "eval", "accuracy on a split of the training data or on a folder",
+                       precision=False)
     ev.add_argument("--images", metavar="DIR", help="score every image of this class folder")
     ev.add_argument("--split", choices=("train", "valid", "test"), default="test",
                     help="split of the model's own training data (default test)")
