@@ -161,7 +161,21 @@ def make_batches(cfg: TransformerConfig, n: int, batch: int, t: int, seed: int =
     return out
 
 
-def time_training(model: nn.Module, batches, warmup: int, bf16: bool = False) -> list[float]:
+def forward_loss(model: nn.Module, src, tgt_in, tgt_out, bf16: bool):
+    """The step's forward: the model under autocast, then label-smoothed cross-entropy in fp32."""
+    with torch.autocast(src.device.type, dtype=torch.bfloat16, enabled=bf16):
+        logits = model(src, tgt_in)
+    return F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), tgt_out.reshape(-1),
+                           ignore_index=PAD, label_smoothing=0.1)
+
+
+# --compile-loss: the forward and the loss compiled as one graph (the 37k-way softmax fused)
+compiled_forward_loss = torch.compile(forward_loss)
+
+
+def time_training(model: nn.Module, batches, warmup: int, bf16: bool = False,
+                  whole: bool = False) -> list[float]:
+    """Step times; `whole`: the model's forward and the loss run as one compiled function."""
     device = str(batches[0][0].device)
     # On a GPU every system gets PyTorch's fused Adam (aiayn's trainer takes it there too).
     opt = torch.optim.Adam(model.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9,
@@ -171,10 +185,7 @@ def time_training(model: nn.Module, batches, warmup: int, bf16: bool = False) ->
     for i, (src, tgt_in, tgt_out) in enumerate(batches):
         sync(device)
         t0 = time.perf_counter()
-        with torch.autocast(device.split(":")[0], dtype=torch.bfloat16, enabled=bf16):
-            logits = model(src, tgt_in)
-        loss = F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), tgt_out.reshape(-1),
-                               ignore_index=PAD, label_smoothing=0.1)
+        loss = (compiled_forward_loss if whole else forward_loss)(model, src, tgt_in, tgt_out, bf16)
         loss.backward()
         opt.step()
         opt.zero_grad(set_to_none=True)
@@ -239,7 +250,8 @@ def graph_breaks() -> int:
 
 def run(name: str, steps: int, warmup: int, batch: int, t: int, rounds: int,
         compile_too: bool = False, processes: int = 1, bf16: bool = False,
-        device: str = "cpu", systems: list[str] | None = None) -> list[dict]:
+        device: str = "cpu", systems: list[str] | None = None,
+        compile_loss: bool = False) -> list[dict]:
     cfg = TransformerConfig(**CONFIGS[name], dropout=0.1, max_len=512)
     batches = make_batches(cfg, steps + warmup, batch, t, device=device)
     builders = {k: v for k, v in BUILDERS.items()
@@ -252,14 +264,18 @@ def run(name: str, steps: int, warmup: int, batch: int, t: int, rounds: int,
             torch.manual_seed(0)
             models[f"{label} + compile"] = build(cfg).to(device)
             models[f"{label} + compile"].compile()
+        if compile_loss:  # the model and the loss compiled as one function
+            torch.manual_seed(0)
+            models[f"{label} + compile with loss"] = build(cfg).to(device)
     ddp = {f"{label} ({processes} processes)": label for label in builders} if processes > 1 else {}
     half = {f"{label} + bf16": label for label in models} if bf16 else {}
     times: dict[str, list[float]] = {k: [] for k in [*models, *ddp, *half]}
     for _ in range(rounds):  # interleave rounds so drifts in machine load hit all models alike
         for label, model in models.items():
-            times[label] += time_training(model, batches, warmup)
+            times[label] += time_training(model, batches, warmup, whole="with loss" in label)
         for label, base in half.items():
-            times[label] += time_training(models[base], batches, warmup, bf16=True)
+            times[label] += time_training(models[base], batches, warmup, bf16=True,
+                                          whole="with loss" in label)
         for label, base in ddp.items():
             times[label] += time_ddp(name, base, processes, steps, warmup, batch, t)
     peak = matmul_peak(device=device)
@@ -276,7 +292,7 @@ def run(name: str, steps: int, warmup: int, batch: int, t: int, rounds: int,
                     default=float("nan"))  # nan: --systems named no peer
     for r in rows:
         r["vs_best_peer"] = r["tok_s"] / best_peer
-    if compile_too:
+    if compile_too or compile_loss:
         print(f"torch.compile graph breaks so far: {graph_breaks()}", flush=True)
     return rows
 
@@ -301,6 +317,8 @@ def main() -> None:
     p.add_argument("--threads", type=int, default=None, help="torch intra-op threads (default: torch's)")
     p.add_argument("--compile", action="store_true",
                    help="also every model under torch.compile (compiled during the warmup steps)")
+    p.add_argument("--compile-loss", action="store_true",
+                   help="also every model with its forward and the loss compiled as one function")
     p.add_argument("--bf16", action="store_true",
                    help="also every model under bf16 autocast (train.precision=bf16)")
     p.add_argument("--processes", type=int, default=1,
@@ -319,7 +337,8 @@ def main() -> None:
     rows = []
     for name in args.configs:
         rows += run(name, args.steps, args.warmup, args.batch, args.tokens, args.rounds,
-                    args.compile, args.processes, args.bf16, args.device, args.systems)
+                    args.compile, args.processes, args.bf16, args.device, args.systems,
+                    args.compile_loss)
         print(table(rows), flush=True)
     for name in args.configs:
         mine = [r for r in rows if r["config"] == name]
