@@ -36,7 +36,7 @@ import torch
 from torch import Tensor
 
 from aiayn.config import EncoderConfig
-from aiayn.convert import TO_HF_ACTIVATION, activation_from_hf, read_hf_folder
+from aiayn.convert import TO_HF_ACTIVATION, activation_from_hf, read_hf_folder, renamed_state
 from aiayn.errors import UserError
 from aiayn.models.encoder import EncoderModel
 from aiayn.sizes import check_fits
@@ -96,20 +96,7 @@ def config_from_hf(hf_config: Any, hf_state: Mapping[str, Tensor] | None = None)
 
 def convert_state_dict(hf_state: Mapping[str, Tensor], config: EncoderConfig) -> dict[str, Tensor]:
     """BERT parameter names -> an EncoderModel state dict (the tied MLM projection left out)."""
-    out: dict[str, Tensor] = {}
-    unknown = []
-    for name, tensor in _strip(hf_state).items():
-        if name.startswith(_IGNORED):
-            continue
-        ours = _map_name(name)
-        if ours is None:
-            unknown.append(name)
-        else:
-            out[ours] = tensor.detach().clone()
-    if unknown:
-        raise UserError("BERT checkpoint has parameters with no EncoderModel counterpart: "
-                        f"{unknown[:3]}")
-    return out
+    return renamed_state(_strip(hf_state).items(), _map_name, _IGNORED, "BERT", "EncoderModel")
 
 
 def _map_name(name: str) -> str | None:

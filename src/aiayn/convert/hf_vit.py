@@ -32,7 +32,7 @@ import torch
 from torch import Tensor
 
 from aiayn.config import ViTConfig
-from aiayn.convert import TO_HF_ACTIVATION, activation_from_hf, read_hf_folder
+from aiayn.convert import TO_HF_ACTIVATION, activation_from_hf, read_hf_folder, renamed_state
 from aiayn.errors import UserError
 from aiayn.models.vit import VisionTransformer
 from aiayn.sizes import check_fits
@@ -73,25 +73,16 @@ def config_from_hf(hf_config: Any, hf_state: Mapping[str, Tensor] | None = None)
 
 def convert_state_dict(hf_state: Mapping[str, Tensor], config: ViTConfig) -> dict[str, Tensor]:
     """ViT parameter names and layouts -> a VisionTransformer state dict."""
-    out: dict[str, Tensor] = {}
-    unknown = []
-    for name, tensor in hf_state.items():
-        name = name.removeprefix("vit.")
-        if name.startswith(_IGNORED):
-            continue
-        ours = _map_name(name)
-        if ours is None:
-            unknown.append(name)
-            continue
-        if ours == "positions.weight":
-            tensor = tensor.reshape(tensor.shape[-2], tensor.shape[-1])  # (1, N+1, D) -> (N+1, D)
-        elif ours == "patch_embed.proj.weight":
-            tensor = tensor.reshape(tensor.shape[0], -1)  # (D, C, P, P) -> (D, C*P*P)
-        out[ours] = tensor.detach().clone()
-    if unknown:
-        raise UserError("ViT checkpoint has parameters with no VisionTransformer counterpart: "
-                        f"{unknown[:3]}")
-    return out
+    return renamed_state(((name.removeprefix("vit."), t) for name, t in hf_state.items()),
+                         _map_name, _IGNORED, "ViT", "VisionTransformer", _layout)
+
+
+def _layout(ours: str, tensor: Tensor) -> Tensor:
+    if ours == "positions.weight":
+        return tensor.reshape(tensor.shape[-2], tensor.shape[-1])  # (1, N+1, D) -> (N+1, D)
+    if ours == "patch_embed.proj.weight":
+        return tensor.reshape(tensor.shape[0], -1)  # (D, C, P, P) -> (D, C*P*P)
+    return tensor
 
 
 def _map_name(name: str) -> str | None:
