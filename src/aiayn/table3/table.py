@@ -148,8 +148,8 @@ def markdown(table: dict[str, Any]) -> str:
              f"{table['dev_pairs']} pairs, beam {table['beam']} (alpha {table['alpha']}), "
              "no checkpoint averaging; PPL = exp(dev NLL per target subword, no label smoothing).",
              f"Params: ours at this run's sizes; at the paper's sizes with a {table['paper_vocab']:,}"
-             "-token vocabulary beside the paper's (the paper's figures fit ~41k tokens: ours "
-             "read ~4,100 x d_model lower).", "",
+             "-token vocabulary beside the paper's (its figures fit a ~41,000-token "
+             "vocabulary, big's 37,000: ours read 4,000 x d_model lower).", "",
              f"**{table['summary']}**", ""]
     head = ["row", *COLUMNS, "PPL paper", "PPL ours", "BLEU paper", "BLEU ours", "ΔBLEU paper",
             "ΔBLEU ours", "ΔPPL paper", "ΔPPL ours", "params paper (M)",
