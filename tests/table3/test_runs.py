@@ -11,9 +11,63 @@ from aiayn.data.dates_numbers import dates_numbers
 from aiayn.data.parallel import write_corpus_dir
 from aiayn.errors import UserError
 from aiayn.table3.rows import ROWS, select_rows
-from aiayn.table3.runs import Plan, merge_tables, read_results, row_experiment, run_table
+from aiayn.table3.runs import (
+    Plan,
+    default_updates,
+    merge_tables,
+    read_results,
+    row_experiment,
+    run_table,
+)
 
-pytestmark = pytest.mark.slow
+
+def test_each_row_is_the_scales_recipe_with_the_rows_model_seed_and_budget(tmp_path):
+    plan = Plan(corpus=str(tmp_path), overrides=["train.eval_every=7"])
+    exp = row_experiment(ROWS["B-dk16"], 3, plan, tmp_path / "run")
+    assert exp.source.endswith("table3-cpu.yaml") or "table3-cpu" in exp.source
+    m = exp.model_config(vocab_size=100)
+    assert (m.n_layers, m.d_model, m.d_ff, m.n_heads, m.d_k, m.d_v) == (3, 128, 512, 8, 4, 16)
+    assert exp.train.seed == 3 and exp.train.max_steps == default_updates("cpu") == 600
+    assert exp.train.average_width == 0 and exp.train.eval_every == 7
+    assert exp.data.corpus_dir == str(tmp_path) and exp.data.vocab_size == 37_000 // 4
+    assert row_experiment(ROWS["D-ls0.2"], 0, plan, tmp_path).train.label_smoothing == 0.2
+    timed = Plan(minutes_per_row=2.0)
+    assert row_experiment(ROWS["base"], 0, timed, tmp_path).train.max_minutes == 2.0
+    assert row_experiment(ROWS["big"], 0, timed, tmp_path).train.max_minutes == 6.0  # 300K / 100K
+    assert row_experiment(ROWS["big"], 0, Plan(updates=10), tmp_path).train.max_steps == 30
+    assert default_updates("base") == 100_000
+    assert Plan(scale="base").updates == 100_000
+
+
+@pytest.mark.parametrize("kw, message", [
+    ({"updates": 5, "minutes_per_row": 1.0}, "not both"), ({"scale": "tiny"}, "--scale 'tiny'"),
+    ({"seeds": 0}, "--seeds 0"), ({"updates": 0}, "--updates 0"),
+    ({"minutes_per_row": -1.0}, "must be positive")])
+def test_a_plan_refuses_bad_settings(kw, message):
+    with pytest.raises(UserError, match=message):
+        Plan(**kw)
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--corpus", "nope"], "neither a built-in corpus"),
+    (["--rows", "Q"], "unknown row or group 'Q'"),
+    (["--merge", "a", "--rows", "A"], "--merge takes only the folders and --out (not --rows)"),
+    (["--merge", "nowhere"], "no table3-plan.json"),
+    (["--updates", "3", "--minutes-per-row", "2"], "not allowed with argument"),
+    (["--jobs", "0"], "must be a positive integer"),
+    (["train.threads"], "expected KEY=VALUE")])
+def test_the_command_refuses_bad_input_in_one_line(tmp_path, capsys, args, message):
+    from aiayn.cli import main
+
+    out = tmp_path / "t3"
+    try:
+        code = main(["table3", "--out", str(out), *args])
+    except SystemExit as e:  # argparse's own refusals
+        code = e.code
+    assert code == 2
+    err = capsys.readouterr().err
+    assert message in err and len(err.strip().splitlines()) == 1, err
+    assert not out.exists()  # nothing written
 
 
 @pytest.fixture(scope="module")
@@ -28,6 +82,7 @@ def _plan(corpus, groups=None, updates=2, **kw):
                 overrides=["train.log_every=1", "data.valid_pairs=2"], **kw)
 
 
+@pytest.mark.slow  # end-to-end: real training runs
 def test_every_row_is_trained_scored_tabled_and_drawn(corpus, tmp_path):
     out = tmp_path / "t3"
     lines = []
@@ -56,6 +111,7 @@ def test_every_row_is_trained_scored_tabled_and_drawn(corpus, tmp_path):
         run_table(_plan(corpus, updates=3), out, resume=True)
 
 
+@pytest.mark.slow  # end-to-end: real training runs
 def test_a_cut_row_resumes_where_it_stopped_and_tables_run_apart_merge(corpus, tmp_path):
     out = tmp_path / "t3"
     run_table(_plan(corpus, "E-learned", updates=4), out, say=lambda m: None)
@@ -89,7 +145,8 @@ def test_a_cut_row_resumes_where_it_stopped_and_tables_run_apart_merge(corpus, t
         merge_tables([out, apart], tmp_path / "merged3")
 
 
-def test_the_command_writes_the_table_and_refuses_bad_input_in_one_line(corpus, tmp_path):
+@pytest.mark.slow  # end-to-end: real training runs
+def test_the_command_writes_the_table_and_refuses_to_overwrite_it(corpus, tmp_path):
     def aiayn(*args):
         return subprocess.run([sys.executable, "-m", "aiayn", "table3", *args],
                               capture_output=True, text=True)
@@ -100,14 +157,6 @@ def test_the_command_writes_the_table_and_refuses_bad_input_in_one_line(corpus, 
     assert done.returncode == 0, done.stderr
     assert "B-dk16 seed 0: dev BLEU" in done.stdout and "Spearman" in done.stdout
     assert (out / "table3.md").is_file() and (out / "table3.png").is_file()
-    for args, message in [
-            (["--out", str(out), "--corpus", corpus], "already holds files; pass --resume"),
-            (["--out", str(tmp_path / "x"), "--corpus", "nope"], "neither a built-in corpus"),
-            (["--out", str(tmp_path / "x"), "--rows", "Q"], "unknown row or group 'Q'"),
-            (["--out", str(tmp_path / "x"), "--merge", str(out), "--rows", "A"],
-             "--merge takes only"),
-            (["--out", str(tmp_path / "x"), "--updates", "3", "--minutes-per-row", "2"],
-             "not allowed with argument")]:
-        bad = aiayn(*args)
-        assert bad.returncode == 2 and message in bad.stderr, (args, bad.stderr)
-        assert "Traceback" not in bad.stderr and len(bad.stderr.strip().splitlines()) == 1
+    bad = aiayn("--out", str(out), "--corpus", corpus)
+    assert bad.returncode == 2 and "already holds files; pass --resume" in bad.stderr
+    assert "Traceback" not in bad.stderr and len(bad.stderr.strip().splitlines()) == 1
