@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -142,29 +141,6 @@ def read_hf_folder(folder: str | Path, what: str) -> tuple[dict[str, Any], dict[
     except Exception as e:  # safetensors raises its own error types
         raise UserError(f"{weights_path}: not a readable safetensors file ({e})") from None
     return hf_config, state, config_path
-
-
-def renamed_state(named: Iterable[tuple[str, Tensor]], map_name: Callable[[str], str | None],
-                  ignored: tuple[str, ...], what: str, model: str,
-                  layout: Callable[[str, Tensor], Tensor] | None = None) -> dict[str, Tensor]:
-    """aiayn's state dict of a `what` checkpoint's (name, tensor) pairs: each name through
-    map_name (names starting with one of `ignored` left out), each tensor through
-    layout(aiayn name, tensor) where given, then copied; a UserError naming the first names
-    that have no counterpart in the aiayn `model`."""
-    out: dict[str, Tensor] = {}
-    unknown = []
-    for name, tensor in named:
-        if name.startswith(ignored):
-            continue
-        ours = map_name(name)
-        if ours is None:
-            unknown.append(name)
-        else:
-            out[ours] = (tensor if layout is None else layout(ours, tensor)).detach().clone()
-    if unknown:
-        raise UserError(f"{what} checkpoint has parameters with no {model} counterpart: "
-                        f"{unknown[:3]}")
-    return out
 
 
 def require_model_type(c: dict[str, Any], where: str, model_type: str, kind: str) -> None:

@@ -36,10 +36,10 @@ import torch
 from torch import Tensor
 
 from aiayn.config import EncoderConfig
-from aiayn.convert import TO_HF_ACTIVATION, activation_from_hf, read_hf_folder, renamed_state
+from aiayn.convert import TO_HF_ACTIVATION, activation_from_hf, read_hf_folder
+from aiayn.convert.hf_encoder import checked_config, renamed_state
 from aiayn.errors import UserError
 from aiayn.models.encoder import EncoderModel
-from aiayn.sizes import check_fits
 
 _LAYER = {
     "attention.self.query": "self_attn.q_proj", "attention.self.key": "self_attn.k_proj",
@@ -201,11 +201,7 @@ def load_hf_folder(folder: str | Path) -> tuple[EncoderModel, dict[str, Any]]:
     hf_config, state, config_path = read_hf_folder(folder, "BERT")
     if hf_config.get("model_type", "bert") != "bert":
         raise UserError(f"{config_path}: model_type={hf_config['model_type']!r}, expected 'bert'")
-    try:
-        config = config_from_hf(hf_config, state)
-    except ValueError as e:
-        raise UserError(f"{config_path}: {e}") from None
-    check_fits(config, str(config_path))
+    config = checked_config(config_from_hf, hf_config, state, config_path)
     model = EncoderModel(config)
     load_state(model, convert_state_dict(state, config), str(Path(folder) / "model.safetensors"))
     return model.eval(), hf_config

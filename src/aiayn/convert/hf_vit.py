@@ -32,10 +32,10 @@ import torch
 from torch import Tensor
 
 from aiayn.config import ViTConfig
-from aiayn.convert import TO_HF_ACTIVATION, activation_from_hf, read_hf_folder, renamed_state
+from aiayn.convert import TO_HF_ACTIVATION, activation_from_hf, read_hf_folder
+from aiayn.convert.hf_encoder import checked_config, renamed_state
 from aiayn.errors import UserError
 from aiayn.models.vit import VisionTransformer
-from aiayn.sizes import check_fits
 
 _LAYER = {
     "layernorm_before": "attn_residual.norm", "layernorm_after": "ffn_residual.norm",
@@ -169,11 +169,7 @@ def from_hf(hf_model: torch.nn.Module) -> VisionTransformer:
 def load_hf_folder(folder: str | Path) -> VisionTransformer:
     """A local ViT folder (config.json + model.safetensors) -> VisionTransformer. No network."""
     hf_config, state, config_path = read_hf_folder(folder, "ViT")
-    try:
-        config = config_from_hf(hf_config, state)
-    except ValueError as e:
-        raise UserError(f"{config_path}: {e}") from None
-    check_fits(config, str(config_path))
+    config = checked_config(config_from_hf, hf_config, state, config_path)
     model = VisionTransformer(config)
     _load(model, convert_state_dict(state, config), str(Path(folder) / "model.safetensors"))
     return model.eval()
