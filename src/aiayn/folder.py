@@ -212,6 +212,14 @@ def save_model(folder: str | Path, family: str, model: nn.Module, extra: dict[st
     return folder
 
 
+def read_json(path: Path) -> Any:
+    """The JSON in the file `path`; a UserError naming it where it is not JSON in UTF-8."""
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise UserError(f"{path}: invalid JSON ({e})") from None
+
+
 def read_meta(folder: str | Path) -> dict[str, Any]:
     folder = Path(folder)
     if not folder.is_dir():
@@ -219,10 +227,7 @@ def read_meta(folder: str | Path) -> dict[str, Any]:
     path = folder / CONFIG_FILE
     if not path.is_file():
         raise UserError(f"{path}: not found (is {folder} a model folder?)")
-    try:
-        meta = json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise UserError(f"{path}: invalid JSON ({e})") from None
+    meta = read_json(path)
     if not isinstance(meta, dict) or "family" not in meta or "model" not in meta:
         raise UserError(f"{path}: missing key 'family' or 'model'")
     for key in ("model", "experiment"):

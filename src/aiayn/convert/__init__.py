@@ -119,6 +119,8 @@ def read_hf_folder(folder: str | Path, what: str) -> tuple[dict[str, Any], dict[
     """
     from safetensors.torch import load_file
 
+    from aiayn.folder import read_json
+
     folder = Path(folder)
     if not folder.is_dir():
         raise UserError(f"{folder}: folder not found")
@@ -129,10 +131,7 @@ def read_hf_folder(folder: str | Path, what: str) -> tuple[dict[str, Any], dict[
     for path in (config_path, weights_path):
         if not path.is_file():
             raise UserError(f"{path}: not found (is {folder} a {what} checkpoint folder?)")
-    try:
-        hf_config = json.loads(config_path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise UserError(f"{config_path}: invalid JSON ({e})") from None
+    hf_config = read_json(config_path)
     if not isinstance(hf_config, dict):
         raise UserError(f"{config_path}: expected a JSON object")
     check_hf_values(hf_config, config_path, what)

@@ -37,6 +37,7 @@ from aiayn.convert.hf_marian import generation_from_hf as marian_generation
 from aiayn.convert.hf_seq2seq import check_shape, from_hf_weights, to_hf_weights, weight_getter
 from aiayn.data.special import BOS, EOS, PAD
 from aiayn.errors import UserError
+from aiayn.folder import read_json
 from aiayn.models.transformer import Transformer
 from aiayn.sizes import check_fits
 
@@ -207,10 +208,7 @@ def forced_bos(folder: Path, c: dict[str, Any], vocab_size: int) -> int | None:
     generation_config.json, else of config.json; <s> in BART models fine-tuned on targets that
     start with it), or None."""
     path = folder / "generation_config.json"
-    try:
-        g = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else c
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise UserError(f"{path}: invalid JSON ({e})") from None
+    g = read_json(path) if path.is_file() else c
     where = path if path.is_file() else folder / "config.json"
     token = g.get("forced_bos_token_id") if isinstance(g, dict) else None
     if token is not None and (not isinstance(token, int) or isinstance(token, bool)

@@ -27,7 +27,6 @@ in </s> (meta "source_eos"), as Marian's tokenizer makes it.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -40,6 +39,7 @@ from aiayn.convert import TO_HF_ACTIVATION, activation_from_hf, read_hf_folder, 
 from aiayn.convert.hf_seq2seq import check_shape, from_hf_weights, to_hf_weights, weight_getter
 from aiayn.data.special import BOS, EOS, PAD, SPECIAL_TOKENS, UNK_TOKEN
 from aiayn.errors import UserError
+from aiayn.folder import read_json
 from aiayn.models.transformer import Transformer
 from aiayn.sizes import check_fits
 
@@ -213,10 +213,7 @@ def generation_from_hf(folder: Path, c: dict[str, Any]) -> dict[str, Any]:
     "current_length"; "never": "exact") and no_repeat_ngram_size. transformers' defaults where
     a key is absent."""
     path = folder / "generation_config.json"
-    try:
-        g = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else c
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise UserError(f"{path}: invalid JSON ({e})") from None
+    g = read_json(path) if path.is_file() else c
     rule = g.get("early_stopping", False)
     beam = g.get("num_beams", 1)
     alpha = g.get("length_penalty", 1.0)
@@ -246,10 +243,7 @@ def read_vocabulary(folder: Path, rows: int) -> tuple[list[str | None], str]:
             raise UserError(f"{folder}: separate source and target vocabularies "
                             "(separate_vocabs): aiayn imports Marian models with one vocabulary")
         path, kind = folder / "vocab.json", "spm"
-        try:
-            vocab = json.loads(path.read_text(encoding="utf-8"))
-        except (json.JSONDecodeError, UnicodeDecodeError) as e:
-            raise UserError(f"{path}: invalid JSON ({e})") from None
+        vocab = read_json(path)
     elif (folder / "tokenizer.json").is_file():
         path, kind = folder / "tokenizer.json", "json"
         try:
@@ -322,10 +316,7 @@ def load_hf_folder(folder: Path) -> tuple[Transformer, Any, dict[str, Any]]:
 
 def _tokenizer_config(folder: Path) -> dict[str, Any]:
     path = folder / "tokenizer_config.json"
-    try:
-        config = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise UserError(f"{path}: invalid JSON ({e})") from None
+    config = read_json(path) if path.is_file() else {}
     return config if isinstance(config, dict) else {}
 
 
