@@ -158,6 +158,8 @@ def run_row(row: Row, seed: int, plan: Plan, out: Path, resume: bool,
             say: Callable[[str], None]) -> dict[str, Any]:
     """Train (or resume) and score one row and seed; its result record, also written to
     results/ROW-seedK.json."""
+    import torch
+
     from aiayn.devices import resolve_device
     from aiayn.tasks.translation import train
     from aiayn.training.checkpoint import TRAIN_STATE_FILE
@@ -173,7 +175,12 @@ def run_row(row: Row, seed: int, plan: Plan, out: Path, resume: bool,
         raise KeyboardInterrupt
     device = resolve_device(exp.train.device)
     t0 = time.monotonic()
-    scores = evaluate_run(folder, dev_pairs(exp, plan.dev_pairs), device)
+    threads = torch.get_num_threads()
+    try:  # decode on the threads the row trained on (one at the cpu scale: --jobs rows a core each)
+        torch.set_num_threads(exp.train.threads or threads)
+        scores = evaluate_run(folder, dev_pairs(exp, plan.dev_pairs), device)
+    finally:
+        torch.set_num_threads(threads)
     s = row_settings(row, plan)
     record = {"row": row.name, "seed": seed, "settings": {**s, "steps": result.step}, **scores,
               "params": count_parameters(s, _vocab(folder), exp.model_config().max_len),
