@@ -160,3 +160,29 @@ def test_the_command_writes_the_table_and_refuses_to_overwrite_it(corpus, tmp_pa
     bad = aiayn("--out", str(out), "--corpus", corpus)
     assert bad.returncode == 2 and "already holds files; pass --resume" in bad.stderr
     assert "Traceback" not in bad.stderr and len(bad.stderr.strip().splitlines()) == 1
+
+
+def test_a_table_folder_has_one_writer(tmp_path):
+    """Another process writing the folder (a table being run, a merge into it) holds its writer
+    lock: a second command is refused in one line naming it, before anything is written."""
+    import time
+
+    from aiayn.lock import LOCK_FILE
+
+    out = tmp_path / "t3"
+    holder = subprocess.Popen([sys.executable, "-c", "import sys, time\n"
+                               "from aiayn.lock import writer_lock\n"
+                               "with writer_lock(sys.argv[1]):\n    time.sleep(60)", str(out)])
+    try:
+        for _ in range(200):
+            if (out / LOCK_FILE).is_file() and (out / LOCK_FILE).read_text():
+                break
+            time.sleep(0.1)
+        with pytest.raises(UserError, match=f"is being written by pid {holder.pid}"):
+            run_table(Plan(corpus=str(tmp_path)), out, resume=True)
+        with pytest.raises(UserError, match="is being written"):
+            merge_tables([tmp_path], out)
+        assert not (out / "table3-plan.json").exists()
+    finally:
+        holder.kill()
+        holder.wait()
