@@ -10,15 +10,9 @@ import pytest
 from aiayn.data.dates_numbers import dates_numbers
 from aiayn.data.parallel import write_corpus_dir
 from aiayn.errors import UserError
+from aiayn.table3.merge import merge_tables
 from aiayn.table3.rows import ROWS, select_rows
-from aiayn.table3.runs import (
-    Plan,
-    default_updates,
-    merge_tables,
-    read_results,
-    row_experiment,
-    run_table,
-)
+from aiayn.table3.runs import Plan, default_updates, read_results, row_experiment, run_table
 
 
 def test_each_row_is_the_scales_recipe_with_the_rows_model_seed_and_budget(tmp_path):

@@ -71,7 +71,8 @@ def _say(message: str) -> None:
 
 def _table3(args: argparse.Namespace) -> int:
     from aiayn.errors import UserError
-    from aiayn.table3.runs import Plan, merge_tables, run_table
+    from aiayn.table3.merge import merge_tables
+    from aiayn.table3.runs import Plan, run_table
 
     bad = [o for o in args.overrides if "=" not in o]
     if bad:
