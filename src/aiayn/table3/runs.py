@@ -3,7 +3,7 @@
     plan = Plan(scale="cpu", corpus="gettext", groups="base,A,B,C,D,E", seeds=1, updates=600)
     table = run_table(plan, "runs/table3")                   # aiayn table3 --out runs/table3
     table = run_table(plan, "runs/table3", resume=True)      # skips finished rows, resumes a cut one
-    table = merge_tables(["t3-ab", "t3-cde"], "runs/table3") # rows run elsewhere (merge.py)
+    merge_tables(["t3-ab", "t3-cde"], "runs/table3")         # rows run elsewhere: merge.py
 
 The folder holds:
     table3-plan.json             what every row shares (scale, corpus, budget, overrides)
