@@ -30,7 +30,12 @@ def test_each_row_is_the_scales_recipe_with_the_rows_model_seed_and_budget(tmp_p
     assert row_experiment(ROWS["big"], 0, timed, tmp_path).train.max_minutes == 6.0  # 300K / 100K
     assert row_experiment(ROWS["big"], 0, Plan(updates=10), tmp_path).train.max_steps == 30
     assert default_updates("base") == 100_000
-    assert Plan(scale="base").updates == 100_000
+    paper = Plan(scale="base", corpus=str(tmp_path))
+    exp = row_experiment(ROWS["C-d1024"], 0, paper, tmp_path)  # the paper's sizes and recipe
+    m = exp.model_config(vocab_size=37_000)
+    assert (m.n_layers, m.d_model, m.d_ff, m.n_heads, m.d_k, m.d_v) == (6, 1024, 2048, 8, 128, 128)
+    assert (exp.train.max_steps, exp.train.warmup_steps, exp.train.accum_steps) == (100_000, 4000, 4)
+    assert exp.data.vocab_size == 37_000 and exp.train.average_width == 0
 
 
 @pytest.mark.parametrize("kw, message", [
