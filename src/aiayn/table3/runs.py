@@ -302,6 +302,8 @@ def run_table(plan: Plan, out: str | Path, resume: bool = False,
         if done and todo:
             say(f"table3: {len(done)} row run(s) already done in {out}; {len(todo)} to go")
         weights = {row.name: _weight(row, plan) for row in rows}
+        if jobs > 1:  # the longest rows first: the last to finish is a short one
+            todo.sort(key=lambda row_seed: -weights[row_seed[0].name])
         left_weight = sum(weights[row.name] for row, _ in todo)
         spent = spent_weight = 0.0
         table = None
@@ -351,7 +353,8 @@ def _run_rows(todo: list[tuple[Row, int]], plan: Plan, out: Path, resume: bool,
     import concurrent.futures as cf
     import multiprocessing
 
-    pool = cf.ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn"))
+    pool = cf.ProcessPoolExecutor(min(jobs, len(todo)),
+                                  mp_context=multiprocessing.get_context("spawn"))
     try:
         futures = {pool.submit(_run_row_in_process, row.name, seed, plan, out, resume):
                    (row, seed) for row, seed in todo}
