@@ -355,7 +355,11 @@ def test_an_imported_t5_is_a_translation_folder_for_every_command(imported_t5, t
     ("bart-tiny", {"relative_attention_num_buckets": 32},
      "model.relative_attention_num_buckets=32: BART has relative_attention_num_buckets=0"),
     ("tiny", {"norm": "rms_norm"}, "model.norm='rms_norm': Marian has norm='layer_norm'"),
-    ("tiny", {"gated_ffn": True}, "model.gated_ffn=True: Marian has gated_ffn=False")])
+    ("tiny", {"gated_ffn": True}, "model.gated_ffn=True: Marian has gated_ffn=False"),
+    # Table 3 row (B)'s d_v apart from d_k: no exported family has it
+    ("tiny", {"value_dim": 16}, "model.value_dim=16: Marian has value_dim=None"),
+    ("t5-tiny", {"value_dim": 16}, "model.value_dim=16: T5 has value_dim=None"),
+    ("bart-tiny", {"value_dim": 16}, "model.value_dim=16: BART has value_dim=None")])
 def test_a_model_mixing_t5_and_other_options_is_refused_naming_the_option(tmp_path, capsys, name,
                                                                           options, message):
     """T5's relative bias with an option T5 lacks (or with BART's, which the BART export
