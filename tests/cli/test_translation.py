@@ -333,6 +333,33 @@ def test_ctrl_c_or_sigterm_saves_and_exits_then_resume_finishes(tmp_path, sig, c
     assert torch.load(out / "train_state.pt", weights_only=True)["step"] == state_step + 2
 
 
+def test_bf16_and_int8_decode_a_copy_of_the_weights_and_leave_the_folder(trained, capsys):
+    """--precision bf16 / int8 of translate and eval: a reduced-precision copy of the model
+    decodes (aiayn.nn.precision), not autocast; eval reports it; the folder is untouched."""
+    import argparse
+
+    import torch
+
+    from aiayn.cli.common import precision_context
+
+    tmp, _, model = trained
+    before = folder_digest(model)
+    for precision in ("bf16", "int8"):
+        code, out, _ = run(capsys, "eval", "--model", model, "--src", tmp / "valid.src",
+                           "--ref", tmp / "valid.tgt", "--json", "--precision", precision,
+                           "--device", "cpu")
+        assert code == 0 and json.loads(out)["precision"] == precision
+        args = argparse.Namespace(precision=precision, device="cpu", precision_weights=True)
+        with precision_context(args):
+            assert not torch.is_autocast_enabled("cpu")
+    with precision_context(argparse.Namespace(precision="bf16", device="cpu")):  # generate's
+        assert torch.is_autocast_enabled("cpu")
+    code, out, _ = run(capsys, "translate", "--model", model, "--precision", "int8", "--device",
+                       "cpu", "3 1", "4")
+    assert code == 0 and len(out.splitlines()) == 2
+    assert folder_digest(model) == before
+
+
 @pytest.mark.parametrize("argv, message", [
     (["translate", "--model", "m", "--beam", "0", "x"], "argument --beam: 0: must be a positive"),
     (["eval", "--model", "m", "--src", "s", "--ref", "r", "--batch-size", "-1"],
@@ -347,6 +374,7 @@ def test_ctrl_c_or_sigterm_saves_and_exits_then_resume_finishes(tmp_path, sig, c
      "argument --no-repeat-ngram-size: -1: must be a non-negative integer"),
     (["generate", "--model", "m", "--no-repeat-ngram-size", "two"],
      "argument --no-repeat-ngram-size: 'two' is not an integer"),
+    (["generate", "--model", "m", "--precision", "int8"], "argument --precision: invalid choice"),
 ])
 def test_bad_flags_are_one_line_errors_naming_the_flag(capsys, argv, message):
     with pytest.raises(SystemExit) as info:
