@@ -8,8 +8,10 @@ of each, its ratio to CTranslate2 fp32 in the same layout, and the BLEU of its o
 - aiayn, as users run it: `aiayn eval --json` (its decode time; the default mode is
   `--workers auto`, one process per CPU thread), in fp32 and in each reduced precision its
   `--precision` offers; also `--engine ctranslate2` (aiayn's command line and search rules,
-  CTranslate2 decoding the folder's export; `--early-stopping first_k` is CTranslate2's own
-  stopping rule, patience 1);
+  CTranslate2 decoding the folder's export, in aiayn's search (§6.1: GNMT penalty, exact stop,
+  input + 50) and in CTranslate2's own ("ct2-search": `--length-penalty avg --alpha 1.0
+  --early-stopping first_k`, its |Y|^1 penalty and patience 1), which shows what the wrapping
+  costs beside CTranslate2 called directly);
 - CTranslate2 called directly, as its users call it: `ctranslate2.Translator(dir,
   compute_type, inter_threads, intra_threads).translate_batch(tokens, beam_size,
   max_batch_size)` with its defaults otherwise (length_penalty 1, patience 1, at most 256
@@ -41,6 +43,7 @@ import time
 from pathlib import Path
 
 SEARCHES = {"greedy": 1, "beam4": 4}
+CT2_SEARCH = ["--length-penalty", "avg", "--alpha", "1.0", "--early-stopping", "first_k"]
 
 
 def systems(threads: int) -> dict[str, list[str]]:
@@ -56,9 +59,11 @@ def systems(threads: int) -> dict[str, list[str]]:
         "aiayn --engine ctranslate2 fp32": ["aiayn", "--engine", "ctranslate2"],
         "aiayn --engine ctranslate2 fp32 first_k": ["aiayn", "--engine", "ctranslate2",
                                                     "--early-stopping", "first_k"],
-        "aiayn --engine ctranslate2 int8 first_k": ["aiayn", "--engine", "ctranslate2",
-                                                    "--early-stopping", "first_k",
-                                                    "--ct2-compute-type", "int8"],
+        # CTranslate2's own search (|Y|^1 length penalty, stop at K finished) through aiayn's
+        # command line: what aiayn's wrapping costs, beside CTranslate2 called directly
+        "aiayn --engine ctranslate2 fp32 ct2-search": ["aiayn", "--engine", "ctranslate2", *CT2_SEARCH],
+        "aiayn --engine ctranslate2 int8 ct2-search": ["aiayn", "--engine", "ctranslate2", *CT2_SEARCH,
+                                                       "--ct2-compute-type", "int8"],
         f"ctranslate2 fp32 {threads}x1": ["ct2", "float32", str(threads), "1"],
         f"ctranslate2 fp32 1x{threads}": ["ct2", "float32", "1", str(threads)],
         f"ctranslate2 int8 {threads}x1": ["ct2", "int8", str(threads), "1"],
