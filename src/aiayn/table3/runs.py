@@ -168,7 +168,9 @@ def run_row(row: Row, seed: int, plan: Plan, out: Path, resume: bool,
     exp = row_experiment(row, seed, plan, folder)
     start = time.monotonic()
     again = (folder / TRAIN_STATE_FILE).is_file()
-    if not again and folder.is_dir() and resume:
+    if again:
+        say(f"  {row.name} seed {seed}: resuming the run in {folder}")
+    elif folder.is_dir() and resume:
         say(f"  {row.name} seed {seed}: cut before its first checkpoint; starting it again")
     result = train(exp, resume=again, say=lambda m: say(f"  {row.name} seed {seed}: {m}"))
     if result.interrupted:
