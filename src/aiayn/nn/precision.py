@@ -30,15 +30,10 @@ from aiayn.nn.attention import MultiHeadAttention
 PRECISIONS = ("fp32", "bf16", "int8")
 
 
-def bf16_copy(model: nn.Module) -> nn.Module:
-    """A copy of `model` with every floating-point weight and buffer in bf16."""
-    return copy.deepcopy(model).to(torch.bfloat16).eval()
-
-
-class _JoinedInt8Attention(MultiHeadAttention):
-    """MultiHeadAttention whose self-attention projects Q, K and V with one int8 layer,
-    `qkv_proj` (the joined weights of q_proj, k_proj, v_proj, as the fp32 path joins them);
-    an int8 copy's attention modules take this class (int8_copy)."""
+class _JoinedAttention(MultiHeadAttention):
+    """MultiHeadAttention whose self-attention projects Q, K and V with one layer, `qkv_proj`
+    (the joined weights of q_proj, k_proj, v_proj, as the fp32 path joins them), which int8_copy
+    quantizes like the other Linear layers."""
 
     def _project_qkv(self, query: Tensor, key: Tensor, value: Tensor):
         if query is key and key is value:  # self-attention: one product for Q, K and V
@@ -46,6 +41,28 @@ class _JoinedInt8Attention(MultiHeadAttention):
             q, k, v = self.qkv_proj(query).split(widths, dim=-1)
             return self._heads(q), self._heads(k), self._heads(v)
         return super()._project_qkv(query, key, value)
+
+
+def _with_joined_qkv(model: nn.Module) -> nn.Module:
+    """A copy of `model` whose attention modules are _JoinedAttention, with their `qkv_proj`."""
+    model = copy.deepcopy(model).eval()
+    for m in model.modules():
+        if type(m) is MultiHeadAttention:
+            parts = (m.q_proj, m.k_proj, m.v_proj)
+            joined = nn.Linear(m.q_proj.in_features, sum(p.out_features for p in parts),
+                               bias=m.q_proj.bias is not None, device=m.q_proj.weight.device)
+            with torch.no_grad():
+                joined.weight.copy_(torch.cat([p.weight for p in parts]))
+                if joined.bias is not None:
+                    joined.bias.copy_(torch.cat([p.bias for p in parts]))
+            m.qkv_proj = joined
+            m.__class__ = _JoinedAttention
+    return model
+
+
+def bf16_copy(model: nn.Module) -> nn.Module:
+    """A copy of `model` with every floating-point weight and buffer in bf16."""
+    return copy.deepcopy(model).to(torch.bfloat16).eval()
 
 
 def int8_engine() -> str:
@@ -70,17 +87,7 @@ def int8_copy(model: nn.Module) -> nn.Module:
         raise ConfigError("precision int8 quantizes an fp32 model on the CPU (got "
                           f"{', '.join(sorted(map(str, dtypes)))} on "
                           f"{next(model.parameters()).device})")
-    q = copy.deepcopy(model).eval()
-    for m in q.modules():
-        if type(m) is MultiHeadAttention:
-            joined = nn.Linear(m.q_proj.in_features, sum(p.out_features for p in
-                               (m.q_proj, m.k_proj, m.v_proj)), bias=m.q_proj.bias is not None)
-            with torch.no_grad():
-                joined.weight.copy_(torch.cat([m.q_proj.weight, m.k_proj.weight, m.v_proj.weight]))
-                if joined.bias is not None:
-                    joined.bias.copy_(torch.cat([m.q_proj.bias, m.k_proj.bias, m.v_proj.bias]))
-            m.qkv_proj = joined
-            m.__class__ = _JoinedInt8Attention
+    q = _with_joined_qkv(model)
     before = torch.backends.quantized.engine
     try:
         torch.backends.quantized.engine = int8_engine()
