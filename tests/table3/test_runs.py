@@ -40,7 +40,7 @@ def test_each_row_is_the_scales_recipe_with_the_rows_model_seed_and_budget(tmp_p
 
 @pytest.mark.parametrize("kw, message", [
     ({"updates": 5, "minutes_per_row": 1.0}, "not both"), ({"scale": "tiny"}, "--scale 'tiny'"),
-    ({"seeds": 0}, "--seeds 0"), ({"updates": 0}, "--updates 0"),
+    ({"seeds": 0}, "--seeds 0"), ({"seeds": 10**9}, "must be 1 .. 100"), ({"updates": 0}, "--updates 0"),
     ({"minutes_per_row": -1.0}, "must be positive")])
 def test_a_plan_refuses_bad_settings(kw, message):
     with pytest.raises(UserError, match=message):

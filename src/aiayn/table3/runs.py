@@ -48,6 +48,7 @@ PLAN_FILE = "table3-plan.json"
 BEAM, ALPHA = 4, 0.6  # §6.1; Table 3 decodes with beam search and no checkpoint averaging
 # What every row of one table must share (merge and --resume check them).
 SHARED = ("scale", "corpus", "updates", "minutes_per_row", "dev_pairs", "overrides")
+MAX_SEEDS = 100  # a bound on --seeds, as on every count flag (issue 29): 100 x 19 runs is plenty
 
 
 @dataclass
@@ -74,8 +75,9 @@ class Plan:
             raise UserError(f"--updates {self.updates}: must be a positive integer")
         if self.minutes_per_row is not None and not 0 < self.minutes_per_row < math.inf:
             raise UserError(f"--minutes-per-row {self.minutes_per_row}: must be positive")
-        if self.seeds < 1:
-            raise UserError(f"--seeds {self.seeds}: must be a positive integer")
+        if not 1 <= self.seeds <= MAX_SEEDS:
+            raise UserError(f"--seeds {self.seeds}: must be 1 .. {MAX_SEEDS} (each seed trains "
+                            "every row once more)")
 
     def shared(self) -> dict[str, Any]:
         return {k: v for k, v in asdict(self).items() if k in SHARED}
