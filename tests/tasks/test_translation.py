@@ -211,7 +211,7 @@ def test_reduced_precision_decodes_close_to_fp32(translator, precision, bleu_tol
     activations with one scale for the whole batch, and this d_model-32 model is sensitive to
     that: -0.37 here at batch 64 (-0.24 at batch 8; on 200 pairs -1.04 to +0.40 by batch size),
     so 1.0; on gettext-small int8 scored +0.02 and bf16 -0.10
-    (benchmarks/notes_decode_profile.md)."""
+    (benchmarks/RESULTS.md, "Against CTranslate2")."""
     from aiayn.tasks.translation import score_translations
 
     test = digit_pairs(1000, seed=13)

@@ -3,7 +3,7 @@
 Not in the paper, which trains and decodes in fp32. A decoding step of a small model multiplies a
 few hundred rows by d_model x d_model matrices and by the output projection (d_model x vocab):
 on a CPU that computes bf16 or int8 in hardware (Intel AMX, AVX512-BF16 / VNNI) those products
-run several times as fast as in fp32 (benchmarks/notes_decode_profile.md).
+run several times as fast as in fp32 (benchmarks/RESULTS.md, "Against CTranslate2").
 
     bf16: every weight and activation in bf16; attention's and the search's softmax stay in fp32
           (nn/attention.py, generation/strategies.py: to_scores), so only the products round.
