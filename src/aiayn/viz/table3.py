@@ -22,7 +22,7 @@ def table3_figure(table: dict[str, Any]) -> Figure:
     """The figure of a table (aiayn.table3.table.build_table); rows without a change from base
     (base itself, or every row when base has not run) are left out."""
     rows = [r for r in table["rows"] if "delta_bleu" in r]
-    fig = new_figure(11, max(3.0, 0.32 * len(rows) + 1.6))
+    fig = new_figure(11, max(3.6, 0.32 * len(rows) + 1.6))
     left, right = fig.subplots(1, 2, width_ratios=[1.6, 1])
     ys = list(range(len(rows)))[::-1]
     for y, r in zip(ys, rows, strict=True):
@@ -47,7 +47,7 @@ def table3_figure(table: dict[str, Any]) -> Figure:
     right.axhline(0, color="grey", lw=0.8)
     right.axvline(0, color="grey", lw=0.8)
     right.set_xlabel("paper's BLEU change")
-    right.set_ylabel("our BLEU change (mean ± sd over seeds)")
+    right.set_ylabel("our BLEU change (± sd, seeds)")
     rho = table["agreement"]["bleu"]["spearman"]
     right.set_title("Spearman " + ("n/a" if rho is None else f"{rho:+.2f}") +
                     f" over {table['agreement']['bleu']['rows']} rows", fontsize=10)
