@@ -137,13 +137,15 @@ def prepare(args) -> tuple[str, Path, Path]:
             subprocess.run([sys.executable, "-m", "aiayn", "train", "gettext-small", "--out",
                             model, f"train.max_minutes={args.train_minutes}",
                             "train.progress=false"], check=True)
+    from aiayn.convert.ct2_engine import engine_dir
+
+    engine_dir(model)  # the folder's CTranslate2 export (aiayn export ctranslate2's), once
+    if args.src:
+        return model, Path(args.src), Path(args.ref)
     data = work / "data"
     if not (data / "test.src").exists():
         subprocess.run([sys.executable, "-m", "aiayn", "data", "gettext", "--lang", "de",
                         "--out", str(data)], check=True)
-    from aiayn.convert.ct2_engine import engine_dir
-
-    engine_dir(model)  # the folder's CTranslate2 export (aiayn export ctranslate2's), once
     return model, data / "test.src", data / "test.tgt"
 
 
@@ -161,6 +163,8 @@ def main() -> None:
     p.add_argument("--train-minutes", type=float, default=10.0,
                    help="without --model: train gettext-small this long first (default 10)")
     p.add_argument("--work", default="runs/vs-ctranslate2", help="model and data (default %(default)s)")
+    p.add_argument("--src", help="source sentences, one a line (default: gettext's test split)")
+    p.add_argument("--ref", help="their references (with --src)")
     p.add_argument("--sentences", type=int, default=1000, help="test sentences (default 1,000)")
     p.add_argument("--latency-sentences", type=int, default=100,
                    help="of those, decoded one at a time for the latency (default 100)")
@@ -171,6 +175,8 @@ def main() -> None:
     p.add_argument("--json", help="also write the measurements here")
     args = p.parse_args()
 
+    if bool(args.src) != bool(args.ref):
+        p.error("--src and --ref go together")
     threads = os.cpu_count() or 1
     table = systems(threads)
     if args.systems:
@@ -196,7 +202,7 @@ def main() -> None:
                               f"{out['seconds']:.2f} s, BLEU {out['bleu']:.2f}", flush=True)
     rows = report(results, files_n={args.batch: args.sentences, 1: args.latency_sentences},
                   threads=threads)
-    print(f"\n{model}; {args.sentences:,} gettext test sentences (batch {args.batch}) and the "
+    print(f"\n{model}; {args.sentences:,} test sentences of {src} (batch {args.batch}) and the "
           f"first {args.latency_sentences} one at a time; {args.repeats} interleaved rounds; "
           f"{threads} threads, {_cpu()}, python {platform.python_version()}")
     if args.json:

@@ -1,5 +1,6 @@
 """The benchmark scripts stay runnable: each one loads (its imports resolve, including those
-between benchmarks) and parses `--help`. They are not run here: they take minutes to hours."""
+between benchmarks) and parses `--help`. They are not run here (they take minutes to hours),
+except vs_ctranslate2.py on a tiny model (slow tier)."""
 
 import runpy
 import sys
@@ -44,3 +45,32 @@ def test_vs_fairseq_reports_per_seed_differences_with_their_standard_error(monke
     assert "| 400 | **mean** | 12.0 / 23.5 | 11.0 / 21.5 |" in text
     one = module["updates_table"]({0: results[0]})  # one seed: no spread to report
     assert "standard error" not in one
+
+
+@pytest.mark.slow
+def test_vs_ctranslate2_runs_every_system_asked_for_on_a_tiny_model(tmp_path):
+    """The CTranslate2 comparison end to end on a tiny trained model: every system it is asked
+    for decodes the sentences (greedy, batch 64 and 1), timed and scored, and the table has
+    their rows."""
+    import json
+    import subprocess
+
+    from aiayn.cli import main
+    from tests.builders import write_config
+
+    assert main(["train", str(write_config(tmp_path, max_steps=30)), "--out",
+                 str(tmp_path / "m")]) == 0
+    systems = ["aiayn fp32", "aiayn --engine ctranslate2 fp32 ct2-search", "ctranslate2 fp32 2x1"]
+    done = subprocess.run(
+        [sys.executable, str(FOLDER / "vs_ctranslate2.py"), "--model", str(tmp_path / "m"),
+         "--src", str(tmp_path / "valid.src"), "--ref", str(tmp_path / "valid.tgt"),
+         "--sentences", "8", "--latency-sentences", "2", "--repeats", "1", "--searches", "greedy",
+         "--json", str(tmp_path / "rows.json"), "--systems", *systems],
+        capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    rows = json.loads((tmp_path / "rows.json").read_text())
+    assert sorted((r["system"], r["batch"]) for r in rows) == sorted(
+        (s, b) for s in systems for b in (64, 1))
+    assert all(r["median_s"] > 0 and 0 <= r["bleu"] <= 100 and r["sentences"] == (8 if r["batch"] == 64 else 2)
+               for r in rows)
+    assert "| greedy | 64 | ctranslate2 fp32 2x1 |" in done.stdout
