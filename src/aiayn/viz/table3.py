@@ -42,7 +42,7 @@ def table3_figure(table: dict[str, Any]) -> Figure:
     left.set_xlabel("dev BLEU change from base")
     left.plot([], [], "x", color="black", label="paper (WMT14 EN-DE)")
     left.plot([], [], "o", color="grey", label=f"aiayn ({table['corpus']}, scale {table['scale']})")
-    left.legend(fontsize=8, loc="lower left")
+    left.legend(fontsize=8, loc="upper left", bbox_to_anchor=(0, -0.08), ncol=2, frameon=False)
     left.set_title("Table 3: each row's change from base", fontsize=10)
     right.axhline(0, color="grey", lw=0.8)
     right.axvline(0, color="grey", lw=0.8)
