@@ -93,19 +93,19 @@ def _import_gpt2(args: argparse.Namespace) -> int:
 
 
 def _import_marian(args: argparse.Namespace) -> int:
-    from aiayn.tasks.translation import import_hf_marian
+    from aiayn.tasks.translator import import_hf_marian
 
     return _imported_translator(args, import_hf_marian(args.folder, args.out).model)
 
 
 def _import_bart(args: argparse.Namespace) -> int:
-    from aiayn.tasks.translation import import_hf_bart
+    from aiayn.tasks.translator import import_hf_bart
 
     return _imported_translator(args, import_hf_bart(args.folder, args.out).model)
 
 
 def _import_t5(args: argparse.Namespace) -> int:
-    from aiayn.tasks.translation import import_hf_t5
+    from aiayn.tasks.translator import import_hf_t5
 
     return _imported_translator(args, import_hf_t5(args.folder, args.out).model)
 

@@ -175,7 +175,7 @@ def _load_translator(args: argparse.Namespace):
     """The model folder's Translator, decoding with --engine: CTranslate2 with --workers
     batches side by side (inter_threads) of one thread each, or one batch at a time on
     --threads threads (intra_threads)."""
-    from aiayn.tasks.translation import Translator
+    from aiayn.tasks.translator import Translator
 
     if args.engine != "ctranslate2":
         from aiayn.devices import resolve_precision

@@ -142,7 +142,8 @@ def dev_pairs(exp, limit: int | None) -> list[tuple[str, str]]:
 def evaluate_run(folder: Path, dev: Sequence[tuple[str, str]], device: str) -> dict[str, Any]:
     """Table 3's scores of a trained run: dev sacreBLEU with beam 4 (alpha 0.6) and PPL = exp
     of the NLL per target subword (no label smoothing), from the folder's final weights."""
-    from aiayn.tasks.translation import Translator, score_translations
+    from aiayn.tasks.translation import score_translations
+    from aiayn.tasks.translator import Translator
 
     translator = Translator.load(folder, device=device)
     sources, refs = [s for s, _ in dev], [t for _, t in dev]

@@ -8,6 +8,7 @@ row of the family table (aiayn.families); TASK is the task's name there and in c
     text_classification    encoder-only (BERT-style): MLM, then labels     -> TextEncoder
     image_classification   Vision Transformer on labelled images           -> ImageClassifier
 
+The Translator has a module of its own (translator; translation re-exports it).
 No task imports another; the generic pieces live in aiayn.data, aiayn.training, aiayn.generation.
 """
 

@@ -6,13 +6,11 @@
     translation.Translator.load(result.folder).translate(["March 5, 2024"])  # ["5. März 2024"]
 
 The same skeleton as every module of aiayn.tasks: data config, reading the data,
-batches, loss, evaluation, the user-facing object (Translator), training. The folder it writes
-holds config.json (family "transformer", plus the experiment), model.safetensors, tokenizer.json,
-train_state.pt, checkpoints/ and metrics.jsonl.
-
-Sentences are sorted by length and decoded in batches (little padding), then put back in the
-caller's order. Padding is masked out everywhere (aiayn.masks), so a sentence's translation does
-not depend on the batch it was decoded in.
+batches, loss, evaluation, training. The user-facing object (Translator) and the importers of
+transformers' checkpoints (import_hf_marian, import_hf_bart, import_hf_t5) live in
+aiayn.tasks.translator, and are re-exported here. The folder it writes holds config.json (family
+"transformer", plus the experiment), model.safetensors, tokenizer.json, train_state.pt,
+checkpoints/ and metrics.jsonl.
 """
 
 from __future__ import annotations
@@ -30,15 +28,15 @@ from torch import nn
 from aiayn.config import Config, _fail
 from aiayn.data.batching import Batch, collate, token_batches
 from aiayn.data.parallel import Pair, filter_long, read_parallel
-from aiayn.data.special import BOS, EOS, PAD, UNK
+from aiayn.data.special import EOS, PAD
 from aiayn.data.tokenizer import Tokenizer
 from aiayn.errors import UserError
 from aiayn.families import FAMILIES
 from aiayn.families import TRANSLATION as FAMILY
-from aiayn.folder import EXAMPLE_CHARS, load_model, save_model
+from aiayn.folder import EXAMPLE_CHARS
 from aiayn.generation.search import decode_ids
 from aiayn.models import Transformer
-from aiayn.nn.precision import reduced_precision
+from aiayn.tasks.translator import Translator, import_hf_bart, import_hf_marian, import_hf_t5
 from aiayn.training import distributed
 from aiayn.training.experiment import Experiment, load_experiment
 from aiayn.training.losses import smoothed_cross_entropy
@@ -275,247 +273,6 @@ def make_evaluate(tok: Tokenizer, valid_ids, data: DataConfig, eps: float,
     return evaluate
 
 
-# -- the user-facing object ----------------------------------------------------------------------
-
-# The special ids of a model trained here (data/special.py); the decoder starts from <s>. An
-# imported model keeps its own in config.json's special_ids (BART: <s> 0, <pad> 1, </s> 2, and
-# its decoder starts from </s>).
-DEFAULT_SPECIAL: dict[str, int] = {"bos": BOS, "eos": EOS, "pad": PAD, "unk": UNK,
-                                   "decoder_start": BOS}
-
-
-class Translator:
-    """A Transformer model and its tokenizer, ready to translate text."""
-
-    def __init__(self, model, tokenizer: Tokenizer, device: str | torch.device = "cpu",
-                 meta: dict | None = None):
-        self.model = model.to(device).eval()
-        self.tokenizer = tokenizer
-        self.device = torch.device(device)
-        self.meta = dict(meta or {})
-        self.special = {**DEFAULT_SPECIAL, **self.meta.get("special_ids", {})}
-        self.precision = "fp32"  # of the model's weights (to_precision)
-        # Who decodes translate(): None = aiayn's own search over the PyTorch model; or
-        # CTranslate2 (load(engine="ctranslate2"): aiayn.convert.ct2_engine.CT2Decoder), the
-        # same tokens, search settings and output, another implementation.
-        self.engine = None
-
-    def encode_source(self, text: str) -> list[int]:
-        """The source ids the model reads: the subwords of `text`, then </s> for a model that
-        was trained with it (an imported Marian or BART model, meta "source_eos"), after <s>
-        for one that starts with it (BART, meta "source_bos"); aiayn's own models read the
-        subwords alone (§3.1 says nothing of source markers)."""
-        ids = self.tokenizer.encode(text.strip())
-        if self.meta.get("source_bos"):
-            ids = [self.special["bos"], *ids]
-        return ids + [self.special["eos"]] if self.meta.get("source_eos") else ids
-
-    def fit_source(self, ids: list[int]) -> list[int]:
-        """Source ids cut to the model's max_len. A source that ends in </s> (meta
-        "source_eos": Marian's, BART's) keeps it, its subwords cut instead, as transformers'
-        tokenizers truncate (truncation=True)."""
-        limit = self.model.config.max_len
-        if len(ids) <= limit:
-            return ids
-        return ids[:limit - 1] + ids[-1:] if self.meta.get("source_eos") else ids[:limit]
-
-    def length_limits(self) -> dict[str, Any]:
-        """The lengths an imported model's own search sets (meta "generation": BART's
-        min_length / max_length, in output tokens, and its </s> forced at the limit), as
-        decode_ids takes them; none for others."""
-        folder = self.meta.get("generation") or {}
-        return {"min_length": folder.get("min_length", 0),
-                "max_new_tokens": folder.get("max_new_tokens"),
-                "forced_eos": folder.get("forced_eos", False)}
-
-    def search_ids(self) -> dict[str, int | None]:
-        """The decoder's first input, end and padding, and the token every output starts with
-        (an imported BART's forced_bos_token_id, <s>), as decode_ids takes them."""
-        s = self.special
-        return {"bos_id": s["decoder_start"], "eos_id": s["eos"], "pad_id": s["pad"],
-                "forced_first_id": s.get("forced_bos")}
-
-    @classmethod
-    def load(cls, folder: str | Path, device: str | torch.device = "cpu",
-             checkpoint: int | None = None, engine: str = "torch",
-             **engine_options: Any) -> Translator:
-        """The model folder's translator; with `checkpoint`, the weights of that saved step.
-        engine="ctranslate2": translate() decodes with CTranslate2 (the folder's ctranslate2/
-        directory, exported on first use; engine_options: compute_type, inter_threads,
-        intra_threads, as aiayn.convert.ct2_engine.load_translator takes them)."""
-        model, meta = load_model(folder, device, expect=FAMILY, checkpoint=checkpoint)
-        tokenizer = Tokenizer.load(folder, check_specials="special_ids" not in meta)
-        if tokenizer.vocab_size > model.config.vocab_size:
-            raise UserError(f"{folder}: tokenizer has {tokenizer.vocab_size} tokens but the model "
-                            f"only {model.config.vocab_size}")
-        translator = cls(model, tokenizer, device, meta)
-        if engine == "ctranslate2":
-            from aiayn.convert.ct2_engine import CT2Decoder
-
-            translator.engine = CT2Decoder.load(folder, model, tokenizer, meta, checkpoint,
-                                                str(device), **engine_options)
-        elif engine != "torch":
-            raise UserError(f"engine={engine!r}: torch or ctranslate2")
-        return translator
-
-    def to_precision(self, precision: str) -> Translator:
-        """Decode with the model in `precision` from now on (aiayn.nn.precision): fp32 (as it
-        is), bf16 (a copy with bf16 weights) or int8 (a copy with int8 Linear layers; an fp32
-        model on the CPU). Returns self; `save` then refuses (the folder keeps fp32 weights)."""
-        self.model = reduced_precision(self.model, precision)
-        self.precision = precision
-        return self
-
-    def save(self, folder: str | Path) -> Path:
-        """Write a model folder (config, weights, tokenizer) that Translator.load reads back."""
-        if self.precision != "fp32":
-            raise UserError(f"a translator decoding in {self.precision} is not saved (its "
-                            "weights are a reduced-precision copy); save the fp32 one")
-        save_model(folder, FAMILY, self.model, self.meta)
-        self.tokenizer.save(folder)
-        return Path(folder)
-
-    def search_options(self, beam: int | None = None, alpha: float | None = None,
-                       length_penalty: str | None = None, early_stopping: str | None = None,
-                       no_repeat_ngram_size: int | None = None) -> dict[str, Any]:
-        """The search settings: those given, else the folder's (meta "generation": an imported
-        Marian model's own, from its generation_config.json), else §6.1's (beam 4, alpha 0.6,
-        GNMT penalty) with the exact stopping rule."""
-        given = dict(beam=beam, alpha=alpha, length_penalty=length_penalty,
-                     early_stopping=early_stopping, no_repeat_ngram_size=no_repeat_ngram_size)
-        folder = self.meta.get("generation") or {}
-        return {k: v if v is not None else folder.get(k, SEARCH_DEFAULTS[k])
-                for k, v in given.items()}
-
-    def translate(self, sentences: str | Sequence[str], beam: int | None = None,
-                  alpha: float | None = None, length_penalty: str | None = None,
-                  batch_size: int = 64, max_extra: int = 50, early_stopping: str | None = None,
-                  warn: Callable[[str], None] | None = None, workers: int | str = 1,
-                  no_repeat_ngram_size: int | None = None) -> list[str]:
-        """Translations of `sentences`, in order; search settings as `search_options` resolves
-        them (§6.1 defaults: beam 4, alpha 0.6, GNMT). `warn` (e.g. a CLI's warning printer)
-        hears of inputs cut to the model's max_len. workers > 1: that many CPU processes decode
-        the batches side by side (the same translations, faster on a multi-core CPU); "auto":
-        one per CPU thread on a Linux CPU (the CLI's default), else 1."""
-        opts = self.search_options(beam, alpha, length_penalty, early_stopping,
-                                   no_repeat_ngram_size)
-        if isinstance(sentences, str):
-            sentences = [sentences]
-        ids = [self.encode_source(s) for s in sentences]
-        limit = self.model.config.max_len
-        long = [i for i, x in enumerate(ids) if len(x) > limit]
-        if long and warn is not None:
-            warn(f"{len(long)} input sentence(s) longer than the model's {limit} positions are "
-                 f"cut to {limit} tokens (the first: sentence {long[0] + 1})")
-        ids = [self.fit_source(x) for x in ids]
-        decode = decode_ids if self.engine is None else self.engine.decode_ids
-        out = decode(self.model, ids, batch_size=batch_size, max_extra=max_extra,
-                     device=self.device, workers=workers, **opts, **self.search_ids(),
-                     **self.length_limits())
-        return [self.tokenizer.decode(t) for t in out]
-
-    @torch.no_grad()
-    def score(self, sources: Sequence[str], targets: Sequence[str],
-              batch_size: int = 64) -> list[dict[str, float]]:
-        """Teacher-forced log-likelihood of each target given its source (fairseq-generate's
-        --score-reference): per pair {"logprob": sum of log p over the target's subwords and
-        </s> (after the <s> a BART model with forced_bos starts with) (nats), "tokens": how
-        many}. Sentences longer than max_len are cut to it.
-
-        The sum is the log-probability of the whole target string, so it compares models whose
-        tokenizers differ (as per-token perplexity does not)."""
-        if len(sources) != len(targets):
-            raise UserError(f"{len(sources)} sources but {len(targets)} targets")
-        limit, special = self.model.config.max_len, self.special
-        first = [] if special.get("forced_bos") is None else [special["forced_bos"]]
-        pairs = [(self.fit_source(self.encode_source(s)),
-                  (first + self.tokenizer.encode(t.strip()))[:limit - 1])
-                 for s, t in zip(sources, targets, strict=True)]
-        out: list[dict[str, float]] = []
-        for start in range(0, len(pairs), batch_size):
-            batch = collate(pairs[start:start + batch_size], special["pad"],
-                            special["decoder_start"], special["eos"])
-            logits = self.model(batch.src.to(self.device), batch.tgt_in.to(self.device))
-            logp = torch.log_softmax(logits.float(), dim=-1)
-            tgt = batch.tgt_out.to(self.device)
-            pad = tgt == special["pad"]
-            token_lp = logp.gather(-1, tgt.unsqueeze(-1)).squeeze(-1).masked_fill(pad, 0)
-            for row, n in zip(token_lp.sum(-1).tolist(), (~pad).sum(-1).tolist(),
-                              strict=True):
-                out.append({"logprob": row, "tokens": n})
-        return out
-
-    @torch.no_grad()
-    def cross_attention(self, source: str, translation: str | None = None):
-        """Encoder-decoder attention of one sentence pair (teacher-forced on `translation`,
-        by default the model's own greedy translation).
-
-        Returns (source tokens, target tokens, weights (n_layers, H, T, S)); the target tokens
-        are the decoder's inputs, as `aiayn viz attention` labels them: <s> (the decoder's
-        first input: BART's is </s>), then the translation's subwords (§3.1: shifted right; row
-        t is where output token t+1 is chosen).
-        """
-        if translation is None:
-            translation = self.translate([source], beam=1)[0]
-        tok = self.tokenizer
-        src_ids = self.fit_source(self.encode_source(source))
-        forced = self.special.get("forced_bos")  # an imported BART's <s>, first in every output
-        tgt_ids = ([] if forced is None else [forced]) + tok.encode(translation)
-        tgt_ids = tgt_ids[:self.model.config.max_len - 1]
-        src = torch.tensor([src_ids], device=self.device)
-        start = self.special["decoder_start"]
-        tgt_in = torch.tensor([[start] + tgt_ids], device=self.device)
-        _, attn = self.model(src, tgt_in, return_attn=True)
-        weights = torch.stack([w[0] for w in attn["cross"]]).float().cpu()  # (L, H, T, S)
-        src_tokens = [tok.display_token(i) for i in src_ids]
-        tgt_tokens = [tok.display_token(i) for i in [start, *tgt_ids]]
-        return src_tokens, tgt_tokens, weights
-
-
-# §6.1's search, for models whose folder names no other (Translator.search_options)
-SEARCH_DEFAULTS: dict[str, Any] = {"beam": 4, "alpha": 0.6, "length_penalty": "gnmt",
-                                   "early_stopping": "exact", "no_repeat_ngram_size": 0}
-
-
-def import_hf_marian(folder: str | Path, out: str | Path) -> Translator:
-    """A transformers MarianMTModel folder (config.json + model.safetensors, with OPUS-MT's
-    vocab.json + source.spm or a tokenizer.json) -> an aiayn translation folder `out` (new or
-    empty) that translates as the Marian model does. Offline; see convert/hf_marian.py."""
-    return _import_hf("marian", folder, out)
-
-
-def import_hf_bart(folder: str | Path, out: str | Path) -> Translator:
-    """A transformers BartForConditionalGeneration folder (config.json + model.safetensors, with
-    tokenizer.json or vocab.json + merges.txt) -> an aiayn translation folder `out` (new or
-    empty) that translates as the BART model does, with BART's own special ids (meta
-    "special_ids"). Offline; see convert/hf_bart.py."""
-    return _import_hf("bart", folder, out, check_specials=False)
-
-
-def import_hf_t5(folder: str | Path, out: str | Path) -> Translator:
-    """A transformers T5ForConditionalGeneration folder (config.json + model.safetensors, with
-    tokenizer.json or spiece.model) -> an aiayn translation folder `out` (new or empty) that
-    translates as the T5 model does, its ids renumbered to aiayn's special ids. Offline; see
-    convert/hf_t5.py."""
-    return _import_hf("t5", folder, out)
-
-
-def _import_hf(kind: str, folder: str | Path, out: str | Path,
-               check_specials: bool = True) -> Translator:
-    """The folder of convert/hf_{kind}.py's load_hf_folder, written into `out` by its one writer."""
-    from aiayn.convert import hf_bart, hf_marian, hf_t5
-    from aiayn.folder import new_folder, require_new_folder
-
-    load_hf_folder = {"marian": hf_marian, "bart": hf_bart, "t5": hf_t5}[kind].load_hf_folder
-    folder, out = Path(folder), require_new_folder(out)
-    model, hf, notes = load_hf_folder(folder)
-    meta = {"task": "translation", "source": str(folder), "imported": f"hf-{kind}", **notes}
-    translator = Translator(model, Tokenizer(hf, check_specials=check_specials), "cpu", meta)
-    with new_folder(out):
-        translator.save(out)
-    return translator
-
-
 # -- train ---------------------------------------------------------------------------------------
 
 def train(exp: Experiment, resume: bool = False, out: str | Path | None = None,
@@ -600,5 +357,6 @@ def _encode(tok: Tokenizer, splits: dict[str, list], data: DataConfig, max_len: 
 
 
 __all__ = ["DataConfig", "TASK", "Translator", "decode_ids", "denoising_batches", "encode_pairs",
-           "experiment", "load_documents", "load_pairs", "make_evaluate", "pair_batches",
-           "reports_rouge", "score_translations", "train", "translation_loss"]
+           "experiment", "import_hf_bart", "import_hf_marian", "import_hf_t5", "load_documents",
+           "load_pairs", "make_evaluate", "pair_batches", "reports_rouge", "score_translations",
+           "train", "translation_loss"]

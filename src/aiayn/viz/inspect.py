@@ -82,7 +82,7 @@ class Inspector:
         if engine != "torch" and family != TRANSLATION:
             raise UserError(f"--engine {engine}: for translation folders only, not {family!r}")
         if engine != "torch":
-            from aiayn.tasks.translation import Translator
+            from aiayn.tasks.translator import Translator
             return cls(Translator.load(folder, device, engine=engine, **engine_options), family)
         return cls(load(folder, device=device), family)
 
@@ -122,7 +122,7 @@ class Inspector:
 
     @torch.no_grad()
     def _translate(self, text: str, beam: int | None) -> Inspection:
-        from aiayn.tasks.translation import decode_ids
+        from aiayn.tasks.translator import decode_ids
         tr = self.obj
         src_ids = tr.fit_source(tr.encode_source(text))[: self.max_len]
         decode = decode_ids if tr.engine is None else tr.engine.decode_ids  # --engine
