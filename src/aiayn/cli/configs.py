@@ -69,7 +69,7 @@ def field_docs(cls: type) -> list[tuple[str, str, str, str]]:
 
 
 def _keys(task_name: str, section: str) -> int:
-    from aiayn.config import TrainConfig
+    from aiayn.config.train import TrainConfig
     from aiayn.families import task_family
     from aiayn.training.experiment import recipe_train
 

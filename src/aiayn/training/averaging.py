@@ -30,7 +30,7 @@ from torch import nn
 
 # The widest average: sigma_rel of the profile t^gamma tends to 1 / sqrt(12) (a uniform average of
 # the whole run) as gamma -> 0.
-from aiayn.config import MAX_AVERAGE_WIDTH as MAX_WIDTH
+from aiayn.config.train import MAX_AVERAGE_WIDTH as MAX_WIDTH
 
 
 def width_of(gamma: float) -> float:

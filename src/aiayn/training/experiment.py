@@ -42,7 +42,8 @@ from typing import Any
 
 import yaml
 
-from aiayn.config import Config, TrainConfig, did_you_mean
+from aiayn.config import Config, did_you_mean
+from aiayn.config.train import TrainConfig
 from aiayn.devices import resolve_device
 from aiayn.errors import ConfigError, UserError
 from aiayn.families import Family, task_family

@@ -18,7 +18,7 @@ from typing import Any
 import torch
 from tqdm.auto import tqdm
 
-from aiayn.config import parse_stop_when
+from aiayn.config.train import parse_stop_when
 from aiayn.training import distributed
 from aiayn.training.checkpoint import rng_state, set_rng_state
 from aiayn.training.metrics import MetricsLog

@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from aiayn.config import TrainConfig
+from aiayn.config.train import TrainConfig
 from aiayn.errors import UserError
 from aiayn.folder import folder_contents, read_meta
 from aiayn.lock import writer_lock

@@ -12,7 +12,7 @@ import math
 import torch
 from torch import nn
 
-from aiayn.config import TrainConfig
+from aiayn.config.train import TrainConfig
 
 
 def noam_lr(step: int, d_model: int, warmup: int) -> float:

@@ -37,7 +37,7 @@ import torch
 from torch import Tensor, nn
 from tqdm.auto import tqdm
 
-from aiayn.config import TrainConfig
+from aiayn.config.train import TrainConfig
 from aiayn.devices import resolve_precision
 from aiayn.folder import load_weights
 from aiayn.training import distributed

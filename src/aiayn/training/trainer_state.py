@@ -18,7 +18,7 @@ from typing import Any
 
 from torch import nn
 
-from aiayn.config import FINAL_CHECKPOINTS
+from aiayn.config.train import FINAL_CHECKPOINTS
 from aiayn.errors import UserError, describe_os_error
 from aiayn.folder import WEIGHTS_FILE, atomic_write, checkpoint_path, load_weights, save_model
 from aiayn.training import distributed
