@@ -185,3 +185,25 @@ def test_a_table_folder_has_one_writer(tmp_path):
     finally:
         holder.kill()
         holder.wait()
+
+
+def test_a_progress_line_is_one_write_so_the_rows_processes_do_not_run_lines_together(monkeypatch):
+    from aiayn.cli.common import say
+    from aiayn.table3.runs import _say_line
+
+    class Stdout:  # records each write call, as the shared file sees them
+        def __init__(self):
+            self.writes = []
+
+        def write(self, text):
+            self.writes.append(text)
+
+        def flush(self):
+            pass
+
+    for speak in (say, _say_line):
+        out = Stdout()
+        monkeypatch.setattr(sys, "stdout", out)
+        speak("table3: C-N4 seed 0: 600 updates")
+        monkeypatch.undo()
+        assert out.writes == ["table3: C-N4 seed 0: 600 updates\n"]

@@ -195,7 +195,10 @@ def warn(message: str) -> None:
 
 
 def say(message: str) -> None:
-    print(message, flush=True)
+    """One line on stdout, written in one call: with PYTHONUNBUFFERED, print() writes the text and
+    its newline apart, and lines of processes sharing the stdout (aiayn table3 --jobs) ran together."""
+    sys.stdout.write(message + "\n")
+    sys.stdout.flush()
 
 
 Options = Callable[[argparse.ArgumentParser], None]

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import argparse
 
-from aiayn.cli.common import finite_float, positive_int, thread_count_or_auto
+from aiayn.cli.common import finite_float, positive_int, say, thread_count_or_auto
 
 RAW = argparse.RawDescriptionHelpFormatter
 
@@ -65,10 +65,6 @@ def register(sub) -> None:
     p.set_defaults(func=_table3)
 
 
-def _say(message: str) -> None:
-    print(message, flush=True)
-
-
 def _table3(args: argparse.Namespace) -> int:
     from aiayn.errors import UserError
     from aiayn.table3.merge import merge_tables
@@ -85,10 +81,10 @@ def _table3(args: argparse.Namespace) -> int:
         if given:
             raise UserError(f"--merge takes only the folders and --out (not --{given[0]})"
                             .replace("_", "-"))
-        merge_tables(args.merge, args.out, say=_say)
+        merge_tables(args.merge, args.out, say=say)
         return 0
     plan = Plan(scale=args.scale, corpus=args.corpus, groups=args.rows, seeds=args.seeds,
                 updates=args.updates, minutes_per_row=args.minutes_per_row,
                 dev_pairs=args.dev_pairs, overrides=list(args.overrides))
-    run_table(plan, args.out, resume=args.resume, say=_say, jobs=args.jobs)
+    run_table(plan, args.out, resume=args.resume, say=say, jobs=args.jobs)
     return 0

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -377,11 +378,15 @@ def _run_row_in_process(name: str, seed: int, plan: Plan, out: Path, resume: boo
     """run_row in a process of the pool, speaking on its own stdout."""
     from aiayn.table3.rows import ROWS
 
-    def say(message: str) -> None:
-        print(message, flush=True)
+    _announce(ROWS[name], seed, plan, _say_line)
+    return run_row(ROWS[name], seed, plan, out, resume, _say_line)
 
-    _announce(ROWS[name], seed, plan, say)
-    return run_row(ROWS[name], seed, plan, out, resume, say)
+
+def _say_line(message: str) -> None:
+    """A line on stdout in one write: the pool's processes share it, and with PYTHONUNBUFFERED
+    print() writes a line's text and its newline apart (lines ran together)."""
+    sys.stdout.write(message + "\n")
+    sys.stdout.flush()
 
 
 def _clock(seconds: float) -> str:
