@@ -2,6 +2,7 @@
 figure written, a cut row resumed where it stopped, tables run apart merged into one."""
 
 import json
+import os
 import subprocess
 import sys
 
@@ -159,6 +160,31 @@ def test_the_command_writes_the_table_and_refuses_to_overwrite_it(corpus, tmp_pa
     bad = aiayn("--out", str(out), "--corpus", corpus)
     assert bad.returncode == 2 and "already holds files; pass --resume" in bad.stderr
     assert "Traceback" not in bad.stderr and len(bad.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.slow  # end-to-end: torchrun, real training runs
+def test_under_torchrun_every_row_trains_on_all_processes_and_rank_0_alone_keeps_the_table(
+        corpus, tmp_path):
+    out = tmp_path / "t3"
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+           "-m", "aiayn", "table3", "--out", str(out), "--corpus", corpus, "--rows", "base,A-h1",
+           "--updates", "2", "--dev-pairs", "3", "train.log_every=1", "train.precision=fp32"]
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
+    done = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    table = json.loads((out / "table3.json").read_text())
+    assert [r["row"] for r in table["rows"]] == ["base", "A-h1"]
+    assert len(list((out / "results").glob("*.json"))) == 2
+    # rank 0 alone prints: one progress line per row, one summary
+    assert done.stdout.count("base seed 0: dev BLEU") == 1
+    assert done.stdout.count("A-h1 seed 0: dev BLEU") == 1 and done.stdout.count("table3: wrote") == 1
+    for r in read_results(out):  # each row trained data-parallel: 2 updates, one metrics line each
+        metrics = [json.loads(line) for line in
+                   (out / r["folder"] / "metrics.jsonl").read_text().splitlines()]
+        assert [m["step"] for m in metrics if "loss" in m] == [1, 2]
+    bad = subprocess.run([*cmd[:-4], "--jobs", "2"], capture_output=True, text=True, env=env,
+                         timeout=600)
+    assert bad.returncode != 0 and "under torchrun every row trains on all 2 processes" in bad.stderr
 
 
 def test_a_table_folder_has_one_writer(tmp_path):

@@ -103,7 +103,7 @@ def _main(argv: list[str] | None) -> int:
         # every process would do the whole job and print it again: refuse, once
         if os.environ.get("RANK", "0") == "0":
             print("aiayn: error: torchrun runs the training commands (train, lm train, "
-                  "classify train, vit train); run this one as a single process",
+                  "classify train, vit train, table3); run this one as a single process",
                   file=sys.stderr)
         return 2
     try:

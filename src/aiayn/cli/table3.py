@@ -30,7 +30,9 @@ def register(sub) -> None:
         "  aiayn table3 --out runs/table3            # scale cpu, gettext, a row per CPU core\n"
         "  aiayn table3 --out runs/table3 --resume   # skip finished rows, resume a cut one\n"
         "  aiayn table3 --rows base,A,B --out t1 & aiayn table3 --rows C,D,E --out t2; wait\n"
-        "  aiayn table3 --merge t1 t2 --out runs/table3")
+        "  aiayn table3 --merge t1 t2 --out runs/table3\n"
+        "  torchrun --nproc_per_node=8 -m aiayn table3 --scale base --corpus DIR --out T  "
+        "# each row on 8 GPUs")
     p.add_argument("--out", required=True, help="the table's folder")
     p.add_argument("--corpus", default="gettext",
                    help="a built-in corpus (gettext, dates-numbers) or a folder of "
@@ -55,14 +57,15 @@ def register(sub) -> None:
                    help="score the first N dev pairs (default: the whole dev split)")
     p.add_argument("--jobs", type=thread_count_or_auto, default="auto", metavar="N|auto",
                    help="rows trained side by side, a process each (at --scale cpu one thread "
-                        "each); default auto: one per CPU core on a CPU, 1 on a GPU")
+                        "each); default auto: one per CPU core on a CPU, 1 on a GPU or under "
+                        "torchrun (each row on all its processes)")
     p.add_argument("--resume", action="store_true",
                    help="continue the table in --out: finished rows are kept, a cut one resumes")
     p.add_argument("--merge", nargs="+", metavar="DIR", default=None,
                    help="merge the rows of these table folders into --out (nothing is trained)")
     p.add_argument("overrides", nargs="*", metavar="key=value",
                    help="settings for every row's run, e.g. train.device=cuda train.threads=2")
-    p.set_defaults(func=_table3)
+    p.set_defaults(func=_table3, distributed=True)  # torchrun: each row data-parallel
 
 
 def _table3(args: argparse.Namespace) -> int:

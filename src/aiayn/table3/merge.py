@@ -18,7 +18,8 @@ from typing import Any
 from aiayn.errors import UserError
 from aiayn.folder import atomic_write_text
 from aiayn.lock import writer_lock
-from aiayn.table3.runs import PLAN_FILE, SHARED, read_plan, read_results, write_outputs
+from aiayn.table3.plan import PLAN_FILE, SHARED, read_plan
+from aiayn.table3.runs import read_results, write_outputs
 
 
 def merge_tables(folders: Sequence[str | Path], out: str | Path,

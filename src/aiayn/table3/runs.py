@@ -17,120 +17,54 @@ data, budget and seed. Every row is scored the same way, as the paper's Table 3:
 (the corpus's "valid"), beam 4 with alpha 0.6 (§6.1), sacreBLEU, the final weights (no checkpoint
 averaging: train.average_width=0), and PPL = exp of the dev NLL per target subword (</s>
 included) without label smoothing. The folder has one writer (aiayn.lock), as a model folder.
+What the rows share, and each row's experiment: plan.py.
+
+Rows run one after another, or `jobs` at a time in processes of their own (a row per CPU core).
+Under torchrun (`torchrun --nproc_per_node=N -m aiayn table3 ...`) each row trains data-parallel
+on the N processes, as `aiayn train` does, one row at a time; rank 0 alone scores the rows and
+keeps the folder.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import sys
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from aiayn.errors import UserError
-from aiayn.folder import atomic_write_text, folder_contents
+from aiayn.folder import atomic_write_text
 from aiayn.lock import writer_lock
+from aiayn.table3.plan import (
+    PLAN_FILE,
+    SHARED,
+    Plan,
+    check_plan,
+    default_updates,
+    read_plan,
+    row_experiment,
+    row_settings,
+    steps_ratio,
+)
 from aiayn.table3.rows import (
-    BASE,
     PAPER_VOCAB,
     SCALES,
     Row,
     count_parameters,
-    model_overrides,
     select_rows,
     settings,
 )
 from aiayn.table3.table import build_table, write_table
+from aiayn.training import distributed
 
-PLAN_FILE = "table3-plan.json"
 BEAM, ALPHA = 4, 0.6  # §6.1; Table 3 decodes with beam search and no checkpoint averaging
-# What every row of one table must share (merge and --resume check them).
-SHARED = ("scale", "corpus", "updates", "minutes_per_row", "dev_pairs", "overrides")
-MAX_SEEDS = 100  # a bound on --seeds, as on every count flag (issue 29): 100 x 19 runs is plenty
-
-
-@dataclass
-class Plan:
-    """What the rows of one table share, and which rows and seeds to run."""
-
-    scale: str = "cpu"
-    corpus: str = "gettext"  # a built-in corpus, or a folder of {train,valid}.{src,tgt}
-    groups: str | None = None  # rows.select_rows: None = base and (A) .. (E)
-    seeds: int = 1
-    updates: int | None = None  # the base row's updates (each row: the paper's ratio of steps)
-    minutes_per_row: float | None = None  # or a time budget per row (big: 3x)
-    dev_pairs: int | None = None  # score the first N dev pairs; None: all of them
-    overrides: list[str] = field(default_factory=list)  # more key=value for every row
-
-    def __post_init__(self) -> None:
-        if self.scale not in SCALES:
-            raise UserError(f"--scale {self.scale!r}: choose one of {', '.join(SCALES)}")
-        if self.updates is None and self.minutes_per_row is None:
-            self.updates = default_updates(self.scale)
-        if self.updates is not None and self.minutes_per_row is not None:
-            raise UserError("give --updates or --minutes-per-row, not both")
-        if self.updates is not None and self.updates < 1:
-            raise UserError(f"--updates {self.updates}: must be a positive integer")
-        if self.minutes_per_row is not None and not 0 < self.minutes_per_row < math.inf:
-            raise UserError(f"--minutes-per-row {self.minutes_per_row}: must be positive")
-        if not 1 <= self.seeds <= MAX_SEEDS:
-            raise UserError(f"--seeds {self.seeds}: must be 1 .. {MAX_SEEDS} (each seed trains "
-                            "every row once more)")
-
-    def shared(self) -> dict[str, Any]:
-        return {k: v for k, v in asdict(self).items() if k in SHARED}
-
-    @property
-    def budget(self) -> str:
-        if self.minutes_per_row is not None:
-            return f"{self.minutes_per_row:g} minutes per row (big: 3x)"
-        return f"{self.updates:,} updates for base (every row: the paper's steps x " \
-               f"{self.updates:,} / {BASE['steps']:,})"
-
-
-def default_updates(scale: str) -> int:
-    """The base row's updates when neither budget is given: the scale's config's max_steps (at
-    "cpu", what trains the default table in about an hour on 2 cores; at "base", §5.2's 100K)."""
-    from aiayn.training.experiment import CONFIG_DIR, read_config_file
-
-    return int(read_config_file(CONFIG_DIR / f"{SCALES[scale].config}.yaml")["train"]["max_steps"])
 
 
 # -- one row -------------------------------------------------------------------------------------
-
-def data_section(corpus: str) -> dict[str, Any]:
-    """The data fields of `corpus`: a built-in corpus's name, or a corpus folder."""
-    from aiayn.data.corpora import CORPORA
-
-    if corpus in CORPORA:
-        return {"corpus": corpus, "corpus_dir": None}
-    if Path(corpus).is_dir():
-        return {"corpus": None, "corpus_dir": str(corpus)}
-    raise UserError(f"--corpus {corpus!r}: neither a built-in corpus ({', '.join(CORPORA)}) nor "
-                    "a folder of {train,valid}.{src,tgt} files (aiayn data writes one)")
-
-
-def row_settings(row: Row, plan: Plan) -> dict[str, Any]:
-    return settings(row, plan.scale, plan.updates)
-
-
-def row_experiment(row: Row, seed: int, plan: Plan, folder: Path):
-    """The translation experiment of one row and seed."""
-    from aiayn.tasks import translation
-
-    scale = SCALES[plan.scale]
-    s = row_settings(row, plan)
-    budget = []  # with updates, train.max_steps (model_overrides); else minutes, big 3x
-    if plan.minutes_per_row is not None:
-        budget = [f"train.max_minutes={plan.minutes_per_row * _steps_ratio(row)}"]
-    overrides = [*model_overrides(s), f"train.seed={seed}", f"data.vocab_size={scale.vocab_size}",
-                 "train.average_width=0", *budget, *plan.overrides]
-    return translation.experiment(scale.config, overrides, out=folder,
-                                  data=data_section(plan.corpus))
-
 
 def dev_pairs(exp, limit: int | None) -> list[tuple[str, str]]:
     """The dev split the row is scored on: the corpus's validation pairs (the first `limit`)."""
@@ -159,12 +93,10 @@ def evaluate_run(folder: Path, dev: Sequence[tuple[str, str]], device: str) -> d
 
 
 def run_row(row: Row, seed: int, plan: Plan, out: Path, resume: bool,
-            say: Callable[[str], None]) -> dict[str, Any]:
+            say: Callable[[str], None]) -> dict[str, Any] | None:
     """Train (or resume) and score one row and seed; its result record, also written to
-    results/ROW-seedK.json."""
-    import torch
-
-    from aiayn.devices import resolve_device
+    results/ROW-seedK.json. Under torchrun every process trains the row (data-parallel, as
+    `aiayn train` does) and rank 0 scores it; the others return None."""
     from aiayn.tasks.translation import train
     from aiayn.training.checkpoint import TRAIN_STATE_FILE
 
@@ -179,6 +111,22 @@ def run_row(row: Row, seed: int, plan: Plan, out: Path, resume: bool,
     result = train(exp, resume=again, say=lambda m: say(f"  {row.name} seed {seed}: {m}"))
     if result.interrupted:
         raise KeyboardInterrupt
+    if not distributed.world().is_main:  # under torchrun rank 0 alone scores and writes
+        distributed.all_sum([0.0])  # waits for it, so the next row starts together
+        return None
+    try:
+        return _score_row(row, seed, plan, out, exp, folder, result, start)
+    finally:
+        distributed.all_sum([0.0])  # (one process: returns at once)
+
+
+def _score_row(row: Row, seed: int, plan: Plan, out: Path, exp, folder: Path, result,
+               start: float) -> dict[str, Any]:
+    """run_row's second half: score the trained row on the dev split, write its record."""
+    import torch
+
+    from aiayn.devices import resolve_device
+
     device = resolve_device(exp.train.device)
     t0 = time.monotonic()
     threads = torch.get_num_threads()
@@ -221,31 +169,6 @@ def read_results(out: Path) -> list[dict[str, Any]]:
     return records
 
 
-def read_plan(out: Path) -> dict[str, Any]:
-    path = out / PLAN_FILE
-    if not path.is_file():
-        raise UserError(f"{out}: no {PLAN_FILE}: not a folder `aiayn table3` wrote")
-    return json.loads(path.read_text(encoding="utf-8"))
-
-
-def _check_plan(out: Path, plan: Plan, resume: bool) -> None:
-    """A new table needs a new (or empty) folder; a resumed one the same shared settings."""
-    if not resume:
-        if out.exists() and folder_contents(out):
-            raise UserError(f"{out} already holds files; pass --resume to continue its table, "
-                            "or choose another --out")
-        return
-    if not (out / PLAN_FILE).is_file():
-        if out.exists() and folder_contents(out):
-            raise UserError(f"--resume: {out} holds no {PLAN_FILE}: not a table3 folder")
-        return
-    before = read_plan(out)
-    for key, value in plan.shared().items():
-        if before.get(key) != value:
-            raise UserError(f"--resume: {key}={value!r} differs from the table in {out} "
-                            f"({before.get(key)!r}); rows of one table share it")
-
-
 def header(plan_shared: dict[str, Any], dev: int | None, seeds: list[int]) -> dict[str, Any]:
     """What table.markdown says above the rows."""
     plan = Plan(**{k: v for k, v in plan_shared.items() if k in SHARED})
@@ -278,15 +201,10 @@ def _weight(row: Row, plan: Plan) -> float:
     included) over a fixed cost per update: on a CPU, each row's time per update at the cpu
     scale was within 25% of this (0.33 s for C-N2 .. 0.80 s for C-d1024, base 0.51 s)."""
     if plan.minutes_per_row is not None:
-        return _steps_ratio(row)
+        return steps_ratio(row)
     vocab = SCALES[plan.scale].vocab_size
     s, base = row_settings(row, plan), row_settings(select_rows("base")[0], plan)
     return s["steps"] * (count_parameters(s, vocab, 256) + count_parameters(base, vocab, 256))
-
-
-def _steps_ratio(row: Row) -> float:
-    """The row's steps over base's in the paper (big: 3)."""
-    return {**BASE, **row.changes}["steps"] / BASE["steps"]
 
 
 def run_table(plan: Plan, out: str | Path, resume: bool = False,
@@ -297,17 +215,33 @@ def run_table(plan: Plan, out: str | Path, resume: bool = False,
     rows train on the CPU, else 1."""
     out = Path(out)
     rows = select_rows(plan.groups)
-    if jobs == "auto":
+    world = distributed.setup(_device(plan))  # under torchrun: join its processes
+    if world.active:
+        if jobs not in (1, "auto"):
+            raise UserError(f"--jobs {jobs}: under torchrun every row trains on all "
+                            f"{world.size} processes, one row at a time; leave --jobs out")
+        jobs = 1
+    elif jobs == "auto":
         jobs = auto_jobs(plan)
-    with writer_lock(out):
-        _check_plan(out, plan, resume)
-        out.mkdir(parents=True, exist_ok=True)
-        shared = plan.shared()
-        atomic_write_text(out / PLAN_FILE, json.dumps(shared, indent=1) + "\n")
-        results = read_results(out)
+    with writer_lock(out) if world.is_main else contextlib.nullcontext():
+        # Rank 0 checks and reads the folder; every process then runs rank 0's list of rows.
+        error, results, shared = None, [], plan.shared()
+        if world.is_main:
+            try:
+                check_plan(out, plan, resume)
+                out.mkdir(parents=True, exist_ok=True)
+                atomic_write_text(out / PLAN_FILE, json.dumps(shared, indent=1) + "\n")
+                results = read_results(out)
+            except UserError as e:
+                error = str(e)
         done = {(r["row"], int(r["seed"])) for r in results}
-        todo = [(row, seed) for seed in range(plan.seeds) for row in rows
-                if (row.name, seed) not in done]
+        todo_names = [(row.name, seed) for seed in range(plan.seeds) for row in rows
+                      if (row.name, seed) not in done]
+        error, todo_names = distributed.gather((error, todo_names))[0]
+        if error:
+            raise UserError(error)
+        by_name = {row.name: row for row in rows}
+        todo = [(by_name[name], seed) for name, seed in todo_names]
         if done and todo:
             say(f"table3: {len(done)} row run(s) already done in {out}; {len(todo)} to go")
         weights = {row.name: _weight(row, plan) for row in rows}
@@ -317,6 +251,8 @@ def run_table(plan: Plan, out: str | Path, resume: bool = False,
         spent = spent_weight = 0.0
         table = None
         for i, (row, seed, record) in enumerate(_run_rows(todo, plan, out, resume, say, jobs), 1):
+            if record is None:  # torchrun, not rank 0: rank 0 keeps the table
+                continue
             results.append(record)
             spent += record["seconds"]
             spent_weight += weights[row.name]
@@ -326,6 +262,8 @@ def run_table(plan: Plan, out: str | Path, resume: bool = False,
                 f"{record['bleu']:.2f}, PPL {record['ppl']:.2f} after {record['steps']:,} "
                 f"updates ({_clock(record['seconds'])}); the table: about {_clock(left)} left")
             table = write_outputs(out, results, shared)
+        if not world.is_main:
+            return None
         if table is None:
             table = write_outputs(out, results, shared)
         say(f"table3: {table['summary']}")
@@ -339,8 +277,12 @@ def auto_jobs(plan: Plan) -> int:
 
     from aiayn.devices import resolve_device
 
-    exp = row_experiment(select_rows("base")[0], 0, plan, Path("."))
-    return (os.cpu_count() or 1) if resolve_device(exp.train.device) == "cpu" else 1
+    return (os.cpu_count() or 1) if resolve_device(_device(plan)) == "cpu" else 1
+
+
+def _device(plan: Plan) -> str:
+    """The rows' train.device (the scale's config and the plan's overrides)."""
+    return row_experiment(select_rows("base")[0], 0, plan, Path(".")).train.device
 
 
 def _announce(row: Row, seed: int, plan: Plan, say: Callable[[str], None]) -> None:

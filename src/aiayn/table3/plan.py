@@ -1,0 +1,142 @@
+"""What the rows of one Table 3 share (the plan), and the experiment of each row and seed.
+
+    plan = Plan(scale="cpu", corpus="gettext", groups="base,A", seeds=1, updates=600)
+    exp = row_experiment(ROWS["B-dk16"], seed=0, plan=plan, folder=Path("runs/t3/rows/B-dk16/seed0"))
+
+A table's folder records its plan's shared part in table3-plan.json: `--resume` and `--merge`
+check that every row of one table was trained under the same one (check_plan, read_plan).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from aiayn.errors import UserError
+from aiayn.folder import folder_contents
+from aiayn.table3.rows import BASE, SCALES, Row, model_overrides, settings
+
+PLAN_FILE = "table3-plan.json"
+# What every row of one table must share (merge and --resume check them).
+SHARED = ("scale", "corpus", "updates", "minutes_per_row", "dev_pairs", "overrides")
+MAX_SEEDS = 100  # a bound on --seeds, as on every count flag (issue 29): 100 x 19 runs is plenty
+
+
+@dataclass
+class Plan:
+    """What the rows of one table share, and which rows and seeds to run."""
+
+    scale: str = "cpu"
+    corpus: str = "gettext"  # a built-in corpus, or a folder of {train,valid}.{src,tgt}
+    groups: str | None = None  # rows.select_rows: None = base and (A) .. (E)
+    seeds: int = 1
+    updates: int | None = None  # the base row's updates (each row: the paper's ratio of steps)
+    minutes_per_row: float | None = None  # or a time budget per row (big: 3x)
+    dev_pairs: int | None = None  # score the first N dev pairs; None: all of them
+    overrides: list[str] = field(default_factory=list)  # more key=value for every row
+
+    def __post_init__(self) -> None:
+        if self.scale not in SCALES:
+            raise UserError(f"--scale {self.scale!r}: choose one of {', '.join(SCALES)}")
+        if self.updates is None and self.minutes_per_row is None:
+            self.updates = default_updates(self.scale)
+        if self.updates is not None and self.minutes_per_row is not None:
+            raise UserError("give --updates or --minutes-per-row, not both")
+        if self.updates is not None and self.updates < 1:
+            raise UserError(f"--updates {self.updates}: must be a positive integer")
+        if self.minutes_per_row is not None and not 0 < self.minutes_per_row < math.inf:
+            raise UserError(f"--minutes-per-row {self.minutes_per_row}: must be positive")
+        if not 1 <= self.seeds <= MAX_SEEDS:
+            raise UserError(f"--seeds {self.seeds}: must be 1 .. {MAX_SEEDS} (each seed trains "
+                            "every row once more)")
+
+    def shared(self) -> dict[str, Any]:
+        return {k: v for k, v in asdict(self).items() if k in SHARED}
+
+    @property
+    def budget(self) -> str:
+        if self.minutes_per_row is not None:
+            return f"{self.minutes_per_row:g} minutes per row (big: 3x)"
+        return f"{self.updates:,} updates for base (every row: the paper's steps x " \
+               f"{self.updates:,} / {BASE['steps']:,})"
+
+
+def default_updates(scale: str) -> int:
+    """The base row's updates when neither budget is given: the scale's config's max_steps (at
+    "cpu", what trains the default table in about an hour on 2 cores; at "base", §5.2's 100K)."""
+    from aiayn.training.experiment import CONFIG_DIR, read_config_file
+
+    return int(read_config_file(CONFIG_DIR / f"{SCALES[scale].config}.yaml")["train"]["max_steps"])
+
+
+# -- one row -------------------------------------------------------------------------------------
+
+def data_section(corpus: str) -> dict[str, Any]:
+    """The data fields of `corpus`: a built-in corpus's name, or a corpus folder."""
+    from aiayn.data.corpora import CORPORA
+
+    if corpus in CORPORA:
+        return {"corpus": corpus, "corpus_dir": None}
+    if Path(corpus).is_dir():
+        return {"corpus": None, "corpus_dir": str(corpus)}
+    raise UserError(f"--corpus {corpus!r}: neither a built-in corpus ({', '.join(CORPORA)}) nor "
+                    "a folder of {train,valid}.{src,tgt} files (aiayn data writes one)")
+
+
+def row_settings(row: Row, plan: Plan) -> dict[str, Any]:
+    return settings(row, plan.scale, plan.updates)
+
+
+def row_experiment(row: Row, seed: int, plan: Plan, folder: Path):
+    """The translation experiment of one row and seed."""
+    from aiayn.tasks import translation
+
+    scale = SCALES[plan.scale]
+    s = row_settings(row, plan)
+    budget = []  # with updates, train.max_steps (model_overrides); else minutes, big 3x
+    if plan.minutes_per_row is not None:
+        budget = [f"train.max_minutes={plan.minutes_per_row * steps_ratio(row)}"]
+    overrides = [*model_overrides(s), f"train.seed={seed}", f"data.vocab_size={scale.vocab_size}",
+                 "train.average_width=0", *budget, *plan.overrides]
+    return translation.experiment(scale.config, overrides, out=folder,
+                                  data=data_section(plan.corpus))
+
+
+def steps_ratio(row: Row) -> float:
+    """The row's steps over base's in the paper (big: 3)."""
+    return {**BASE, **row.changes}["steps"] / BASE["steps"]
+
+
+
+# -- the plan on disk ----------------------------------------------------------------------------
+
+def read_plan(out: Path) -> dict[str, Any]:
+    path = out / PLAN_FILE
+    if not path.is_file():
+        raise UserError(f"{out}: no {PLAN_FILE}: not a folder `aiayn table3` wrote")
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def check_plan(out: Path, plan: Plan, resume: bool) -> None:
+    """A new table needs a new (or empty) folder; a resumed one the same shared settings."""
+    if not resume:
+        if out.exists() and folder_contents(out):
+            raise UserError(f"{out} already holds files; pass --resume to continue its table, "
+                            "or choose another --out")
+        return
+    if not (out / PLAN_FILE).is_file():
+        if out.exists() and folder_contents(out):
+            raise UserError(f"--resume: {out} holds no {PLAN_FILE}: not a table3 folder")
+        return
+    before = read_plan(out)
+    for key, value in plan.shared().items():
+        if before.get(key) != value:
+            raise UserError(f"--resume: {key}={value!r} differs from the table in {out} "
+                            f"({before.get(key)!r}); rows of one table share it")
+
+
+__all__ = ["MAX_SEEDS", "PLAN_FILE", "SHARED", "Plan", "check_plan", "data_section",
+           "default_updates", "read_plan", "row_experiment", "row_settings", "steps_ratio"]
