@@ -55,6 +55,12 @@ def systems(threads: int) -> dict[str, list[str]]:
     }
     if "int8" in _precisions():
         out["aiayn int8"] = ["aiayn", "--precision", "int8"]
+    # aiayn's own engine in CTranslate2's search (|Y|^1 penalty, stop at K finished): the same
+    # work as CTranslate2 called directly, so the ratio measures the engines alone (aiayn's §6.1
+    # exact stop runs some sentences longer)
+    out["aiayn fp32 ct2-search"] = ["aiayn", *CT2_SEARCH]
+    if "int8" in _precisions():
+        out["aiayn int8 ct2-search"] = ["aiayn", "--precision", "int8", *CT2_SEARCH]
     out.update({
         "aiayn --engine ctranslate2 fp32": ["aiayn", "--engine", "ctranslate2"],
         "aiayn --engine ctranslate2 fp32 first_k": ["aiayn", "--engine", "ctranslate2",

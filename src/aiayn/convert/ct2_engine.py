@@ -231,7 +231,13 @@ class CT2Decoder:
         # aiayn's exact stop, tested on a shorter search first (_settled): most sentences end
         # well before input + 50
         stepwise = options.get("patience") == "limit" and not first_k and alpha >= 0
-        horizon = {i: min(limit, len(src_ids[i]) + 10) if stepwise else limit
+        # A search that stops by itself (greedy, patience 1) runs every sentence to the widest
+        # limit in one call, which CTranslate2 batches as it likes (one call per limit made
+        # batches of a few sentences: 0.5x CTranslate2 called directly, greedy, batch 64); a
+        # sentence that did not end before its own limit is searched again to it (_ended_before).
+        wide = options.get("patience") != "limit"
+        widest = max(limits.values(), default=0)
+        horizon = {i: min(limit, len(src_ids[i]) + 10) if stepwise else widest if wide else limit
                    for i, limit in limits.items()}
         ranked: dict[int, list[list]] = {}
         while horizon:
@@ -239,11 +245,13 @@ class CT2Decoder:
             for i, hyps in found.items():
                 if beam > 1 and min_length:  # aiayn's -inf on </s> before min_length
                     hyps = [h for h in hyps if len(h[1]) >= min_length]
-                if horizon[i] == limits[i]:
+                if horizon[i] == limits[i] or (wide and self._ended_before(hyps, limits[i])):
                     ranked[i] = hyps
-                elif self._settled(hyps, beam, alpha, length_penalty, limits[i], horizon[i]):
+                elif stepwise and self._settled(hyps, beam, alpha, length_penalty, limits[i],
+                                                horizon[i]):
                     ranked[i] = [h for h in hyps if h[3]]  # those that ended in </s>
-            horizon = {i: min(limits[i], 2 * h) for i, h in horizon.items() if i not in ranked}
+            horizon = {i: limits[i] if wide else min(limits[i], 2 * h)
+                       for i, h in horizon.items() if i not in ranked}
         if first_k:
             ranked = {i: self._first_k(hyps, beam) for i, hyps in ranked.items()}
         self._score_cut(ranked, src_ids, alpha, length_penalty, batch_size)
@@ -289,6 +297,13 @@ class CT2Decoder:
         last = [h[4] for h in hyps if h[3] and len(h[1]) == horizon - 1]
         live = max(cut) if cut else min(last, default=float("-inf"))
         return live / length_penalty(limit + 1, alpha, kind) <= ended[k - 1]
+
+    @staticmethod
+    def _ended_before(hyps: list[list], limit: int) -> bool:
+        """Whether a search that stops by itself ended before `limit` output tokens: then the
+        same search to the limit, which matches aiayn's up to there, gives the same hypotheses.
+        Every one ended in </s> with a step to spare (CTranslate2's last step is the limit's)."""
+        return bool(hyps) and all(h[3] and len(h[1]) + 1 < limit for h in hyps)
 
     @staticmethod
     def _limits(src_ids, max_len: int, max_extra: int, max_new_tokens: int | None,
