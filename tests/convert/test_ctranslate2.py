@@ -49,6 +49,20 @@ VARIANTS = {
     "separate target vocabulary": {"tgt_vocab_size": 131, "share_embeddings": False},
     "untied output, GELU, no biases, no sqrt(d_model)": {
         "tie_output": False, "activation": "gelu", "bias": False, "scale_embeddings": False},
+    # the family's encoder-decoders (aiayn.presets' _T5 and _BART options)
+    "T5 v1.0: relative position bias, RMSNorm, unscaled scores and output": {
+        "positions": "none", "relative_attention_num_buckets": 8,
+        "relative_attention_max_distance": 16, "norm": "rms_norm", "norm_first": True,
+        "final_norm": True, "bias": False, "scale_attention": False, "scale_embeddings": False,
+        "scale_output": True, "layer_norm_eps": 1e-6},
+    "T5 v1.1: gated GELU, untied output, heads of their own width": {
+        "positions": "none", "relative_attention_num_buckets": 8, "norm": "rms_norm",
+        "norm_first": True, "final_norm": True, "bias": False, "scale_attention": False,
+        "scale_embeddings": False, "gated_ffn": True, "activation": "gelu", "tie_output": False,
+        "head_dim": 12},
+    "BART: learned positions from row 2, embedding LayerNorm, output bias": {
+        "positions": "learned", "position_offset": 2, "embedding_norm": True,
+        "activation": "gelu", "scale_embeddings": False, "output_bias": True},
 }
 
 
@@ -202,6 +216,37 @@ def test_an_imported_models_own_search_maps_min_and_max_length_and_forced_eos(tm
         decode_ids(torch_mt.model, ids, **opts)
 
 
+def test_an_imported_barts_special_ids_and_source_markers_map_onto_the_directory(tmp_path):
+    """A folder as `aiayn import hf-bart` writes it: BART's special ids (<s> 0, <pad> 1, </s> 2,
+    the decoder starting from </s>) and <s> ... </s> around every source. The directory starts
+    its decoder from </s> and adds the source's markers itself (add_source_bos / _eos); the
+    scores, greedy and beam-4 translations are aiayn's."""
+    from aiayn.generation.search import decode_ids
+
+    folder = random_folder(tmp_path / "m", seed=1, **VARIANTS[
+        "BART: learned positions from row 2, embedding LayerNorm, output bias"])
+    meta = json.loads((folder / "config.json").read_text())
+    bart = {"bos": 0, "pad": 1, "eos": 2, "unk": 3, "decoder_start": 2}
+    meta["model"]["pad_id"] = bart["pad"]  # the model masks BART's padding id, as imported
+    (folder / "config.json").write_text(json.dumps(
+        {**meta, "special_ids": bart, "source_bos": True, "source_eos": True}))
+    mt = engine_of(folder)
+    config = json.loads((folder / "ctranslate2" / "config.json").read_text())
+    tokens = mt.engine.tokens
+    assert (config["decoder_start_token"], config["eos_token"]) == (tokens[2], tokens[2])
+    assert config["add_source_bos"] and config["add_source_eos"] and config["bos_token"] == tokens[0]
+    sources, targets = [s for s, _ in PAIRS], [t for _, t in PAIRS]
+    ours = mt.score(sources, targets)
+    pairs = [(mt.fit_source(mt.encode_source(s)), mt.tokenizer.encode(t)) for s, t in PAIRS]
+    assert pairs[0][0][0] == 0 and pairs[0][0][-1] == 2  # <s> ... </s>, as BART reads them
+    theirs = mt.engine.score_ids(pairs)
+    assert max(abs(o["logprob"] - t["logprob"]) for o, t in zip(ours, theirs, strict=True)) < 1e-4
+    ids = [p[0] for p in pairs]
+    for beam in (1, 4):
+        expected = decode_ids(mt.model, ids, beam=beam, **mt.search_ids())
+        assert mt.engine.decode_ids(mt.model, ids, beam=beam, **mt.search_ids()) == expected
+
+
 def test_the_folders_export_is_redone_when_its_weights_change(tmp_path):
     from aiayn.folder import save_weights
     from aiayn.tasks.translation import Translator
@@ -270,12 +315,9 @@ def test_while_another_process_exports_the_folder_a_second_is_refused_in_one_lin
     assert main(["translate", "--model", str(folder), "--engine", "ctranslate2", "1 2"]) == 0
 
 
-T5_LIKE = {"relative_attention_num_buckets": 8, "positions": "none"}
-
-
 @pytest.mark.parametrize("options, named", [
-    (T5_LIKE, "model.relative_attention_num_buckets=8"),
-    ({"norm": "rms_norm"}, "model.norm='rms_norm'"),
+    ({"value_dim": 4}, "model.value_dim=4"),
+    ({"relative_attention_num_buckets": 8}, "model.positions='sinusoidal' with T5's relative"),
     ({"final_norm": True}, "model.final_norm=True with post-norm"),
     ({"positions": "none"}, "model.positions='none'"),
 ])

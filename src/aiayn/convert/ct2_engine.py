@@ -181,6 +181,7 @@ class CT2Decoder:
         self.target_tokens = self.tokens if target_tokens is None else list(target_tokens)
         self.ids = {t: i for i, t in enumerate(self.target_tokens)}
         self.source_eos = source_eos  # CTranslate2 appends </s> itself (add_source_eos)
+        self.source_bos = False  # ... and puts <s> first (add_source_bos: BART)
         self.compute_type = compute_type
         self.threads = (1, 0)  # (inter_threads, intra_threads) it was loaded with
 
@@ -195,11 +196,14 @@ class CT2Decoder:
                       bool(meta.get("source_eos")), compute_type,
                       vocabulary(tokenizer, cfg.target_vocab_size))
         decoder.threads = (inter_threads, intra_threads)
+        decoder.source_bos = bool(meta.get("source_bos"))
         return decoder
 
     def _source(self, ids: Sequence[int]) -> list[str]:
         if self.source_eos:  # the directory's add_source_eos puts it back
             ids = ids[:-1]
+        if self.source_bos:  # and its add_source_bos
+            ids = ids[1:]
         return [self.tokens[i] for i in ids]
 
     def decode_ids(self, model, src_ids: Sequence[Sequence[int]], *, beam: int = 4,

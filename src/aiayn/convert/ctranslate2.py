@@ -18,7 +18,19 @@ as its fairseq and OpenNMT-py converters do) and keeps aiayn's conventions:
     ffn.w1 / ffn.w2, *_residual.norm        ffn.linear_0 / linear_1, the sub-layer's layer_norm
     output (tied or not)                    decoder.projection
     special ids: <s> 1, </s> 2, <unk> 3     the token strings; the decoder starts from <s>
-    meta "source_eos" (imported Marian)     add_source_eos: </s> after every source
+    meta "special_ids" (imported BART)      their strings; BART's decoder starts from </s>
+    meta "source_eos" (Marian, BART, T5)    add_source_eos: </s> after every source
+    meta "source_bos" (imported BART)       add_source_bos: <s> before every source
+  T5 and BART's options (aiayn.presets):
+    relative_attention_num_buckets (T5)     relative_attention_bias: the stack's one table on
+                                            every self-attention, its max distance
+    norm="rms_norm", no biases (T5)         rms_norm (gamma only)
+    scale_attention=false (T5)              queries_scale 1
+    gated_ffn (T5 v1.1): act(x W1) * x W3   ffn_glu: linear_0 (W1), linear_0_noact (W3)
+    head_dim (T5 v1.1: d_kv)                head_dim
+    scale_output (T5 v1.0)                  decoder.scale_outputs = d_model^-0.5
+    embedding_norm (BART)                   layernorm_embedding
+    output_bias (BART's final_logits_bias)  decoder.projection.bias
 
 Every id keeps its row: the vocabularies are the tokenizer's tokens in id order (an embedding row
 past the tokenizer's last token gets a placeholder name), so aiayn's ids map one to one. An
@@ -61,27 +73,21 @@ def import_ctranslate2():
     return ctranslate2
 
 
-# TransformerConfig option -> the value CTranslate2's TransformerSpec needs (a T5 or BART folder
-# has others; mapping them is not done yet, so they are refused by name)
-_NEEDED = {"relative_attention_num_buckets": 0, "norm": "layer_norm", "scale_attention": True,
-           "gated_ffn": False, "scale_output": False, "embedding_norm": False,
-           "output_bias": False, "head_dim": None, "value_dim": None, "attn_dropout": None}
 _ACTIVATIONS = {"relu": "RELU", "gelu": "GELU", "gelu_tanh": "GELUTanh", "silu": "SWISH"}
 
 
 def check_expressible(cfg, meta: dict[str, Any], where: str) -> None:
     """A UserError naming the first option of the model (config.json's `model`) or folder that
     the CTranslate2 export cannot express."""
-    for name, value in _NEEDED.items():
-        if value is None and name == "attn_dropout":
-            continue  # dropout is off at inference
-        if getattr(cfg, name, value) != value:
-            raise UserError(f"{where}: model.{name}={getattr(cfg, name)!r}: the CTranslate2 "
-                            f"export needs {name}={value!r} (a T5 or BART option: export it "
-                            "with `aiayn export hf` instead)")
-    if cfg.positions == "none":
+    if cfg.value_dim is not None and cfg.value_dim != cfg.d_k:
+        raise UserError(f"{where}: model.value_dim={cfg.value_dim} (d_v apart from d_k "
+                        f"{cfg.d_k}): CTranslate2's heads have one width")
+    if cfg.positions == "none" and not cfg.relative_attention_num_buckets:
         raise UserError(f"{where}: model.positions='none': the CTranslate2 export needs "
-                        "sinusoidal or learned positions")
+                        "sinusoidal or learned positions, or T5's relative position bias")
+    if cfg.positions != "none" and cfg.relative_attention_num_buckets:
+        raise UserError(f"{where}: model.positions={cfg.positions!r} with T5's relative position "
+                        "bias: CTranslate2 has one or the other")
     if cfg.final_norm and not cfg.norm_first:
         raise UserError(f"{where}: model.final_norm=True with post-norm: CTranslate2 has a final "
                         "LayerNorm only in pre-norm stacks")
@@ -91,12 +97,6 @@ def check_expressible(cfg, meta: dict[str, Any], where: str) -> None:
     if not cfg.n_encoder_layers or not cfg.n_decoder_layers:
         raise UserError(f"{where}: {cfg.n_encoder_layers}+{cfg.n_decoder_layers} layers: the "
                         "CTranslate2 export needs an encoder and a decoder")
-    if "special_ids" in meta:
-        raise UserError(f"{where}: special_ids={meta['special_ids']}: the CTranslate2 export "
-                        "needs aiayn's own special ids (<s> 1, </s> 2, <unk> 3)")
-    if meta.get("source_bos"):
-        raise UserError(f"{where}: source_bos=true (BART's <s> before each source): not "
-                        "expressible in the CTranslate2 export")
 
 
 def vocabulary(tokenizer, rows: int) -> list[str]:
@@ -124,28 +124,35 @@ def model_spec(model, meta: dict[str, Any], tokenizer, where: str = "the model")
 
     cfg = model.config
     check_expressible(cfg, meta, where)
-    activation = getattr(common_spec.Activation, _ACTIVATIONS[cfg.activation])
-    no_final_norm = cfg.norm_first and not cfg.final_norm
-    encoder = transformer_spec.TransformerEncoderSpec(
-        cfg.n_encoder_layers, cfg.n_heads, pre_norm=cfg.norm_first, no_final_norm=no_final_norm,
-        activation=activation)
-    decoder = transformer_spec.TransformerDecoderSpec(
-        cfg.n_decoder_layers, cfg.n_heads, pre_norm=cfg.norm_first, no_final_norm=no_final_norm,
-        activation=activation)
+    # The stacks' shape: the paper's, or T5's (pre-norm RMSNorm, relative position bias, gated
+    # FFN, heads of their own width) and BART's (a LayerNorm on the embeddings) options.
+    shape = dict(pre_norm=cfg.norm_first, no_final_norm=cfg.norm_first and not cfg.final_norm,
+                 activation=getattr(common_spec.Activation, _ACTIVATIONS[cfg.activation]),
+                 layernorm_embedding=cfg.embedding_norm, rms_norm=cfg.norm == "rms_norm",
+                 relative_attention_bias=bool(cfg.relative_attention_num_buckets),
+                 ffn_glu=cfg.gated_ffn,
+                 head_dim=cfg.head_dim if cfg.d_k * cfg.n_heads != cfg.d_model else None)
+    encoder = transformer_spec.TransformerEncoderSpec(cfg.n_encoder_layers, cfg.n_heads, **shape)
+    decoder = transformer_spec.TransformerDecoderSpec(cfg.n_decoder_layers, cfg.n_heads, **shape)
     spec = transformer_spec.TransformerSpec(encoder, decoder)
     state = {k: v.detach().float().cpu().numpy() for k, v in model.state_dict().items()}
     _set_stack(encoder, state, "encoder", cfg, model.src_embed, cross=False)
     _set_stack(decoder, state, "decoder", cfg, model.tgt_embed, cross=True)
-    _linear(decoder.projection, state, "output")
+    _linear(decoder.projection, state, "output")  # BART's final_logits_bias: its bias
+    if cfg.scale_output:  # T5 v1.0: d_model^-0.5 on the decoder's output (tied projection)
+        decoder.scale_outputs = cfg.d_model ** -0.5
     tokens = vocabulary(tokenizer, cfg.vocab_size)
     spec.register_source_vocabulary(tokens)
     spec.register_target_vocabulary(tokens if cfg.target_vocab_size == cfg.vocab_size
                                     else vocabulary(tokenizer, cfg.target_vocab_size))
     from aiayn.data.special import BOS, EOS, UNK
-    # aiayn's decoder starts from <s> (§3.1: the target shifted right); CTranslate2's default
-    # names the same strings, set here so that a renamed tokenizer still maps by id.
-    spec.config.bos_token, spec.config.eos_token = tokens[BOS], tokens[EOS]
-    spec.config.unk_token, spec.config.decoder_start_token = tokens[UNK], tokens[BOS]
+    # aiayn's decoder starts from <s> (§3.1: the target shifted right), an imported BART's from
+    # </s> (its special_ids); the strings of those ids, so that a renamed tokenizer maps by id.
+    ids = {"bos": BOS, "eos": EOS, "unk": UNK, "decoder_start": BOS, **meta.get("special_ids", {})}
+    spec.config.bos_token, spec.config.eos_token = tokens[ids["bos"]], tokens[ids["eos"]]
+    spec.config.unk_token = tokens[ids["unk"]]
+    spec.config.decoder_start_token = tokens[ids["decoder_start"]]
+    spec.config.add_source_bos = bool(meta.get("source_bos"))  # BART: <s> before the source
     spec.config.add_source_eos = bool(meta.get("source_eos"))
     spec.config.layer_norm_epsilon = cfg.layer_norm_eps
     return spec
@@ -158,16 +165,27 @@ def _set_stack(spec, state: dict, prefix: str, cfg, embed, cross: bool) -> None:
     # §3.4: CTranslate2 multiplies by this factor (True means sqrt(d_model), as fairseq's
     # embed_scale); 1.0 leaves them as they are.
     spec.scale_embeddings = math.sqrt(cfg.d_model) if cfg.scale_embeddings else 1.0
-    spec.position_encodings.encodings = _positions(embed.positions, cfg)
+    if cfg.positions != "none":
+        spec.position_encodings.encodings = _positions(embed.positions, cfg)
+    if cfg.embedding_norm:  # BART's layernorm_embedding
+        _norm(spec.layernorm_embedding, state, f"{'src' if prefix == 'encoder' else 'tgt'}_embed.norm")
     for i, layer in enumerate(spec.layer):
         p = f"{prefix}.layers.{i}."
-        _attention(layer.self_attention, state, p + "self_attn.", fused_qkv=True)
+        _attention(layer.self_attention, state, p + "self_attn.", fused_qkv=True, cfg=cfg)
+        if cfg.relative_attention_num_buckets:  # T5: one table per stack, shared by its layers
+            import numpy as np
+
+            layer.self_attention.relative_attention_bias = state[f"{prefix}.relative_bias.weight"]
+            layer.self_attention.relative_attention_max_distance = np.dtype("int32").type(
+                cfg.relative_attention_max_distance)
         _norm(layer.self_attention.layer_norm, state,
               p + ("self_residual" if cross else "attn_residual") + ".norm")
         if cross:
-            _attention(layer.attention, state, p + "cross_attn.", fused_qkv=False)
+            _attention(layer.attention, state, p + "cross_attn.", fused_qkv=False, cfg=cfg)
             _norm(layer.attention.layer_norm, state, p + "cross_residual.norm")
         _linear(layer.ffn.linear_0, state, p + "ffn.w1")
+        if cfg.gated_ffn:  # T5 v1.1: act(x W1) * (x W3), CTranslate2's linear_0 and linear_0_noact
+            _linear(layer.ffn.linear_0_noact, state, p + "ffn.w3")
         _linear(layer.ffn.linear_1, state, p + "ffn.w2")
         _norm(layer.ffn.layer_norm, state, p + "ffn_residual.norm")
     if cfg.norm_first and cfg.final_norm:
@@ -192,8 +210,11 @@ def _positions(module, cfg):
     return sinusoidal_positions(cfg.max_len + EXTRA_SINUSOIDS, cfg.d_model).numpy()
 
 
-def _attention(spec, state: dict, p: str, fused_qkv: bool) -> None:
+def _attention(spec, state: dict, p: str, fused_qkv: bool, cfg) -> None:
     import numpy as np
+
+    if not cfg.scale_attention:  # T5: no 1/sqrt(d_k) on the scores
+        spec.queries_scale = 1.0
 
     def weight_and_bias(names):
         w = np.concatenate([state[f"{p}{n}.weight"] for n in names])
@@ -216,7 +237,8 @@ def _linear(spec, state: dict, name: str) -> None:
 
 def _norm(spec, state: dict, name: str) -> None:
     spec.gamma = state[f"{name}.weight"]
-    spec.beta = state[f"{name}.bias"]
+    if f"{name}.bias" in state:  # RMSNorm (T5) has none
+        spec.beta = state[f"{name}.bias"]
 
 
 def converter(folder: str | Path, checkpoint: int | None = None):
