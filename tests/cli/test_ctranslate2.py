@@ -50,6 +50,30 @@ def test_translate_prints_the_same_lines_with_either_engine(trained, capsys, mon
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("preset", ["t5-tiny", "bart-tiny"])
+def test_a_trained_t5_or_bart_folder_translates_the_same_with_either_engine(
+        tmp_path, capsys, monkeypatch, preset):
+    """The family's encoder-decoders, trained here (T5's relative position bias, RMSNorm and
+    unscaled scores; BART's learned positions, embedding LayerNorm and GELU), beam 4."""
+    config = write_config(tmp_path, max_steps=400, save_every=0)
+    assert main(["train", str(config), "model.dropout=0", f"model.preset={preset}",
+                 "model.d_model=64", "model.d_ff=128", "model.n_heads=2", "model.n_layers=2",
+                 "model.attn_dropout=0", "model.activation_dropout=0"]) == 0
+    capsys.readouterr()  # the training's lines
+    src = tmp_path / "test.src"
+    write_pairs(digit_pairs(120, 11), src, tmp_path / "test.tgt")
+    lines = {}
+    for engine in ("torch", "ctranslate2"):
+        _stdin(monkeypatch, src)
+        code, out, err = run(capsys, "translate", "--model", tmp_path / "model", "--engine",
+                             engine, "--workers", "1", "--threads", "1")
+        assert code == 0, err
+        lines[engine] = out.splitlines()
+    assert len(lines["torch"]) == 120 and lines["ctranslate2"] == lines["torch"]
+    assert len(set(lines["torch"])) > 10  # not a constant output (T5 learns slowest here)
+
+
+@pytest.mark.slow
 def test_eval_json_reports_the_engine_and_the_same_scores(trained, capsys):
     model, src, ref = trained
     scores = {}
