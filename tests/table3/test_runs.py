@@ -185,6 +185,10 @@ def test_under_torchrun_every_row_trains_on_all_processes_and_rank_0_alone_keeps
     bad = subprocess.run([*cmd[:-4], "--jobs", "2"], capture_output=True, text=True, env=env,
                          timeout=600)
     assert bad.returncode != 0 and "under torchrun every row trains on all 2 processes" in bad.stderr
+    merge = subprocess.run([*cmd[:8], "--merge", str(out), "--out", str(tmp_path / "m")],
+                           capture_output=True, text=True, env=env, timeout=600)
+    assert merge.returncode != 0 and "--merge trains nothing" in merge.stderr
+    assert not (tmp_path / "m").exists()
 
 
 def test_a_table_folder_has_one_writer(tmp_path):

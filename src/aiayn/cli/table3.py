@@ -84,6 +84,11 @@ def _table3(args: argparse.Namespace) -> int:
         if given:
             raise UserError(f"--merge takes only the folders and --out (not --{given[0]})"
                             .replace("_", "-"))
+        from aiayn.devices import launched
+
+        if launched():  # every process would write the one table
+            raise UserError("--merge trains nothing: run it as a single process, not under "
+                            "torchrun")
         merge_tables(args.merge, args.out, say=say)
         return 0
     plan = Plan(scale=args.scale, corpus=args.corpus, groups=args.rows, seeds=args.seeds,
