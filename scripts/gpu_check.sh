@@ -6,6 +6,7 @@
 #   2. the GPU figures: benchmarks/train_throughput.py and decode_speed.py with --device cuda
 #      (aiayn beside torch.nn.Transformer and HF Marian, in one run);
 #   3. the paper's base model's training MFU in bf16 at 32k tokens per step, eager and compiled;
+#      two rows of `aiayn table3` trained and scored on the GPU;
 #   4. the whole test suite with the GPU visible (train.device=auto then means CUDA), in parallel,
 #      for as long as SUITE_S seconds allow.
 # Uses the python3 that holds a CUDA build of torch, and src/ on PYTHONPATH (no install). Packages
@@ -46,6 +47,10 @@ step train_throughput 120 python3 benchmarks/train_throughput.py --device cuda -
 step train_mfu "${MFU_S:-240}" python3 benchmarks/train_throughput.py --device cuda --bf16 \
     --compile --systems aiayn --configs base --batch 512 --tokens 64 --steps 10 --rounds 2
 step decode_speed 60 python3 benchmarks/decode_speed.py --device cuda --batch 256 --repeats 5
+# Issue 32 on a GPU: two rows of Table 3 end to end (trained, scored, tabled; --jobs auto is one
+# row at a time there), on a tiny budget.
+step table3 120 python3 -m aiayn table3 --rows base,A-h1 --updates 40 --corpus dates-numbers \
+    --dev-pairs 100 --out "$OUT/table3-$(date +%s)" train.device=cuda
 # In parallel and with a per-test limit where pytest-xdist and pytest-timeout are installed.
 PARALLEL=$(python3 -c "import xdist" 2>/dev/null && echo "-n 12")
 LIMIT=$(python3 -c "import pytest_timeout" 2>/dev/null && echo "--timeout 120")
