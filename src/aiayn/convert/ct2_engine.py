@@ -18,7 +18,10 @@ search is the one `Translator.translate` runs (§6.1), mapped onto CTranslate2's
 - **Greedy** (beam 1): the same tokens.
 - **Length limit** (§6.1: input + 50, at most max_len - 1): `max_decoding_length` per sentence,
   in aiayn's batches (sorted by length, batch_size each: the longest source of a batch leaves
-  the room below max_len - 1), sentences grouped by it. At the limit aiayn ends every live beam
+  the room below max_len - 1). A search that stops by itself (greedy; first_k with |Y|^alpha)
+  runs all sentences in one call to the widest limit, and again to its own limit only a
+  sentence that did not end a step before it (the same search up to there); the others go in
+  one call per limit. At the limit aiayn ends every live beam
   with </s> and adds its log-probability; CTranslate2 ends its K best candidates as they are.
   Such a hypothesis gets its </s> scored (score_batch) when it could win; the one difference
   left: a beam whose </s> came in the K best one step before the limit has a replacement that
