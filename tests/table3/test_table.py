@@ -77,6 +77,10 @@ def test_the_written_table_has_every_row_the_papers_numbers_and_ours(tmp_path):
     assert cells[5] == "4" and cells[6] == ""  # d_k 16 / 4; d_v blank: as base's
     assert "5.16" in cells and "25.1" in cells and "58" in cells and "-0.7" in cells
     assert "widths / 8" in text and table["summary"] in text
+    # one seed: the header says what it cannot show; with more, mean ± sd show it
+    assert "one seed" not in text  # HEADER: seeds 0 and 1
+    assert "one seed: its changes carry seed noise" in markdown(
+        build_table(results, {**HEADER, "seeds": [0]}))
     paths = write_table(table, tmp_path)
     assert [p.name for p in paths] == ["table3.md", "table3.json"]
     assert json.loads(paths[1].read_text())["summary"] == table["summary"]

@@ -139,12 +139,20 @@ def _setting(row: dict[str, Any], key: str) -> str:
     return str(value)
 
 
+# With one seed the table cannot show its own noise; measured once at the cpu scale's default
+# budget (benchmarks/RESULTS.md, "The paper's Table 3": base and A-h4 over 3 seeds).
+_ONE_SEED = (" (one seed: its changes carry seed noise this table cannot show; at the cpu "
+             "scale's default budget a change from base moved by ~0.6 BLEU sd between seeds: "
+             "--seeds 3 gives mean ± sd)")
+
+
 def markdown(table: dict[str, Any]) -> str:
     """table3.md: the header (what ran, the scale rule), then one line per row."""
     lines = [f"# Table 3 at scale {table['scale']}: {table['corpus']}", "",
              f"Scale {table['scale']}: {table['rule']}. Base here: " +
              ", ".join(f"{k} {v}" for k, v in table["base_settings"].items()) + ".",
-             f"Budget: {table['budget']}. Seeds: {table['seeds']}. Dev split: "
+             f"Budget: {table['budget']}. Seeds: {table['seeds']}"
+             f"{_ONE_SEED if len(table['seeds']) == 1 else ''}. Dev split: "
              f"{table['dev_pairs']} pairs, beam {table['beam']} (alpha {table['alpha']}), "
              "no checkpoint averaging; PPL = exp(dev NLL per target subword, no label smoothing).",
              f"Params: ours at this run's sizes; at the paper's sizes with a {table['paper_vocab']:,}"
