@@ -191,6 +191,17 @@ def test_under_torchrun_every_row_trains_on_all_processes_and_rank_0_alone_keeps
     assert not (tmp_path / "m").exists()
 
 
+@pytest.mark.parametrize("text", ["{not json", "[1, 2]"])
+def test_a_damaged_plan_file_is_refused_in_one_line_naming_it(tmp_path, text):
+    out = tmp_path / "t3"
+    out.mkdir()
+    (out / "table3-plan.json").write_text(text)
+    with pytest.raises(UserError, match=r"table3-plan\.json: (invalid JSON|not a table3 plan)"):
+        run_table(Plan(corpus=str(tmp_path)), out, resume=True)
+    with pytest.raises(UserError, match=r"table3-plan\.json: (invalid JSON|not a table3 plan)"):
+        merge_tables([out], tmp_path / "merged")
+
+
 def test_a_table_folder_has_one_writer(tmp_path):
     """Another process writing the folder (a table being run, a merge into it) holds its writer
     lock: a second command is refused in one line naming it, before anything is written."""

@@ -225,7 +225,7 @@ def generation_from_hf(folder: Path, c: dict[str, Any]) -> dict[str, Any]:
     forced_eos_token_id its last token is </s>. Absent keys: no limit (not HF's max_length 20)."""
     search = marian_generation(folder, c)
     path = folder / "generation_config.json"
-    g = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else c
+    g = read_json(path) if path.is_file() else c
     where = path if path.is_file() else folder / "config.json"
     values = {}
     for key in ("min_length", "max_length", "min_new_tokens", "max_new_tokens"):

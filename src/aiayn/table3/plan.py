@@ -9,14 +9,13 @@ check that every row of one table was trained under the same one (check_plan, re
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from aiayn.errors import UserError
-from aiayn.folder import folder_contents
+from aiayn.folder import folder_contents, read_json
 from aiayn.table3.rows import BASE, SCALES, Row, model_overrides, settings
 
 PLAN_FILE = "table3-plan.json"
@@ -117,7 +116,10 @@ def read_plan(out: Path) -> dict[str, Any]:
     path = out / PLAN_FILE
     if not path.is_file():
         raise UserError(f"{out}: no {PLAN_FILE}: not a folder `aiayn table3` wrote")
-    return json.loads(path.read_text(encoding="utf-8"))
+    plan = read_json(path)
+    if not isinstance(plan, dict):
+        raise UserError(f"{path}: not a table3 plan (a JSON object)")
+    return plan
 
 
 def check_plan(out: Path, plan: Plan, resume: bool) -> None:
