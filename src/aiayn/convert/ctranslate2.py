@@ -169,19 +169,24 @@ def _set_stack(spec, state: dict, prefix: str, cfg, embed, cross: bool) -> None:
         spec.position_encodings.encodings = _positions(embed.positions, cfg)
     if cfg.embedding_norm:  # BART's layernorm_embedding
         _norm(spec.layernorm_embedding, state, f"{'src' if prefix == 'encoder' else 'tgt'}_embed.norm")
+    relative = None  # T5: one (buckets, heads) table per stack, shared by its layers
+    if cfg.relative_attention_num_buckets:
+        import numpy as np
+
+        relative = (state[f"{prefix}.relative_bias.weight"],
+                    np.int32(cfg.relative_attention_max_distance))
     for i, layer in enumerate(spec.layer):
         p = f"{prefix}.layers.{i}."
-        _attention(layer.self_attention, state, p + "self_attn.", fused_qkv=True, cfg=cfg)
-        if cfg.relative_attention_num_buckets:  # T5: one table per stack, shared by its layers
-            import numpy as np
-
-            layer.self_attention.relative_attention_bias = state[f"{prefix}.relative_bias.weight"]
-            layer.self_attention.relative_attention_max_distance = np.dtype("int32").type(
-                cfg.relative_attention_max_distance)
+        _attention(layer.self_attention, state, p + "self_attn.", fused_qkv=True,
+                   scaled=cfg.scale_attention)
+        if relative is not None:
+            (layer.self_attention.relative_attention_bias,
+             layer.self_attention.relative_attention_max_distance) = relative
         _norm(layer.self_attention.layer_norm, state,
               p + ("self_residual" if cross else "attn_residual") + ".norm")
         if cross:
-            _attention(layer.attention, state, p + "cross_attn.", fused_qkv=False, cfg=cfg)
+            _attention(layer.attention, state, p + "cross_attn.", fused_qkv=False,
+                       scaled=cfg.scale_attention)
             _norm(layer.attention.layer_norm, state, p + "cross_residual.norm")
         _linear(layer.ffn.linear_0, state, p + "ffn.w1")
         if cfg.gated_ffn:  # T5 v1.1: act(x W1) * (x W3), CTranslate2's linear_0 and linear_0_noact
@@ -210,10 +215,10 @@ def _positions(module, cfg):
     return sinusoidal_positions(cfg.max_len + EXTRA_SINUSOIDS, cfg.d_model).numpy()
 
 
-def _attention(spec, state: dict, p: str, fused_qkv: bool, cfg) -> None:
+def _attention(spec, state: dict, p: str, fused_qkv: bool, scaled: bool = True) -> None:
     import numpy as np
 
-    if not cfg.scale_attention:  # T5: no 1/sqrt(d_k) on the scores
+    if not scaled:  # T5: no 1/sqrt(d_k) on the scores
         spec.queries_scale = 1.0
 
     def weight_and_bias(names):
