@@ -241,3 +241,28 @@ def test_the_lock_file_is_not_content_for_a_new_run(tmp_path):
     from aiayn.training.checkpoint import check_out_folder
 
     check_out_folder(folder, resume=False)
+
+
+@pytest.mark.parametrize("planted", ["link", "fifo", "folder"])
+def test_a_planted_lock_file_is_refused_and_nothing_is_written_through_it(tmp_path, planted):
+    """A model folder received from someone else may hold a link named .aiayn-lock to a file of
+    the user's, or a FIFO: taking the lock truncated the link's target, and a FIFO hung. Now the
+    lock opens no link and no special file; it names the path in one line and leaves it alone."""
+    folder, victim = tmp_path / "model", tmp_path / "thesis.txt"
+    folder.mkdir()
+    victim.write_text("years of work\n")
+    lock = folder / LOCK_FILE
+    {"link": lambda: lock.symlink_to(victim), "fifo": lambda: os.mkfifo(lock),
+     "folder": lambda: lock.mkdir()}[planted]()
+    with pytest.raises(UserError, match=f"{LOCK_FILE}.*(symbolic link|not a regular file)"):
+        with writer_lock(folder):
+            pass
+    assert victim.read_text() == "years of work\n"
+    assert os.path.lexists(lock) and holder(folder) is None
+    if planted != "link":
+        with pytest.raises(UserError, match="not a regular file"):
+            is_locked(folder)
+    else:
+        with pytest.raises(UserError, match="symbolic link"):
+            is_locked(folder)
+    assert victim.read_text() == "years of work\n"

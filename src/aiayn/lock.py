@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import stat
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -52,22 +53,45 @@ def _command() -> str:
 
 def holder(folder: str | Path) -> str | None:
     """What the lock file says of its holder ("pid 4242 (aiayn train ...)"), or None."""
+    path = Path(folder) / LOCK_FILE
     try:
-        text = (Path(folder) / LOCK_FILE).read_text(encoding="utf-8", errors="replace").strip()
+        if not stat.S_ISREG(os.lstat(path).st_mode):
+            return None
+        text = path.read_text(encoding="utf-8", errors="replace").strip()
     except OSError:
         return None
     pid, _, command = text.partition(" ")
     return f"pid {pid} ({command})" if pid.isdigit() else None
 
 
+def _open_lock_file(path: Path, flags: int) -> int:
+    """Open the lock file without following a link and without blocking on a FIFO; anything but
+    a regular file there is refused in one line naming it (a folder received from someone else
+    may hold a planted link, and truncating its target would destroy a file of the user's)."""
+    try:
+        fd = os.open(path, flags | os.O_NOFOLLOW | os.O_NONBLOCK, 0o666)
+    except OSError as e:
+        if path.is_symlink():
+            raise UserError(f"{path} is a symbolic link; aiayn writes through no link it did not "
+                            "create: remove it and run the command again") from None
+        if os.path.lexists(path) and not path.is_file():
+            raise UserError(f"{path} is not a regular file; remove it and run the command "
+                            "again") from None
+        raise UserError(f"cannot open the writer lock {path}: {e.strerror}") from None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise UserError(f"{path} is not a regular file; remove it and run the command again")
+    return fd
+
+
 def is_locked(folder: str | Path) -> bool:
     """Whether some process (this one included) holds the folder's writer lock now."""
     path = Path(folder) / LOCK_FILE
-    if fcntl is None or not path.is_file():
+    if fcntl is None or not os.path.lexists(path):
         return False
     if os.path.realpath(folder) in _HELD:
         return True
-    fd = os.open(path, os.O_RDONLY)
+    fd = _open_lock_file(path, os.O_RDONLY)
     try:
         fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
         return False
@@ -81,7 +105,7 @@ def _acquire(folder: Path) -> tuple[int, bool]:
     while True:
         created = not folder.exists()
         folder.mkdir(parents=True, exist_ok=True)
-        fd = os.open(folder / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o666)
+        fd = _open_lock_file(folder / LOCK_FILE, os.O_RDWR | os.O_CREAT)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
