@@ -17,7 +17,7 @@ from pathlib import Path
 
 from aiayn.cli.common import beam_size, non_negative_int
 from aiayn.errors import UserError
-from aiayn.viz.style import FORMATS
+from aiayn.viz import FORMATS
 
 # Bytes per cell of the positions figure's tables (the encoding, position x dimension, and the
 # position-position dot products): float64 values and the colour-mapped copies matplotlib draws.

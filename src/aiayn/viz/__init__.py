@@ -8,19 +8,34 @@
 Every plot_* function returns a matplotlib Figure; save_figure writes PNG / SVG atomically.
 """
 
-from aiayn.viz.attention import (
-    AttentionMaps,
-    attention_figures,
-    attention_maps,
-    plot_attention,
-    plot_maps,
-)
-from aiayn.viz.curves import plot_curves, read_metrics
-from aiayn.viz.inspect import Inspection, Inspector
-from aiayn.viz.masks import plot_masks
-from aiayn.viz.positions import plot_positions
-from aiayn.viz.style import save_figure
+from __future__ import annotations
 
-__all__ = ["AttentionMaps", "Inspection", "Inspector", "attention_figures", "attention_maps",
-           "plot_attention", "plot_curves", "plot_maps", "plot_masks", "plot_positions",
-           "read_metrics", "save_figure"]
+import importlib
+from typing import Any
+
+FORMATS = ("png", "svg")  # what save_figure writes
+
+# The names below are imported on first use (PEP 562), so that the command line's parser reads
+# FORMATS without loading matplotlib and torch.
+_EXPORTS = {
+    "AttentionMaps": "aiayn.viz.attention", "attention_figures": "aiayn.viz.attention",
+    "attention_maps": "aiayn.viz.attention", "plot_attention": "aiayn.viz.attention",
+    "plot_maps": "aiayn.viz.attention", "plot_curves": "aiayn.viz.curves",
+    "read_metrics": "aiayn.viz.curves", "Inspection": "aiayn.viz.inspect",
+    "Inspector": "aiayn.viz.inspect", "plot_masks": "aiayn.viz.masks",
+    "plot_positions": "aiayn.viz.positions", "save_figure": "aiayn.viz.style",
+}
+__all__ = ["FORMATS", *sorted(_EXPORTS)]
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'aiayn.viz' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_EXPORTS})

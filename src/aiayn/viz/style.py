@@ -16,8 +16,8 @@ from matplotlib.figure import Figure
 
 from aiayn.errors import UserError
 from aiayn.folder import atomic_path
+from aiayn.viz import FORMATS
 
-FORMATS = ("png", "svg")
 DPI = 110
 MAX_LABEL_CHARS = 12
 
