@@ -96,9 +96,10 @@ def test_translate_and_eval_without_repeated_ngrams(trained, capsys):
     sources = (tmp / "valid.src").read_text(encoding="utf-8").splitlines()
     ids = [translator.encode_source(s) for s in sources]
     for beam in (1, 3):
-        free = decode_ids(translator.model, ids, beam=beam)
+        lengths = translator.length_limits()  # min_length 1: no empty translation
+        free = decode_ids(translator.model, ids, beam=beam, **lengths)
         assert any(len(set(o)) < len(o) for o in free), free  # premise: some subword repeats
-        out = decode_ids(translator.model, ids, beam=beam, no_repeat_ngram_size=1)
+        out = decode_ids(translator.model, ids, beam=beam, no_repeat_ngram_size=1, **lengths)
         assert all(len(set(o)) == len(o) for o in out), out  # 1-grams: no subword twice
         code, text, _ = run(capsys, "translate", "--model", model, *sources, "--beam", str(beam),
                             "--no-repeat-ngram-size", "1")

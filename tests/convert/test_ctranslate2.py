@@ -420,18 +420,22 @@ def test_ctranslate2s_translations_of_the_test_set_are_aiayns(trained, search):
 
 
 @pytest.mark.slow
-def test_int8_is_within_a_bleu_and_a_chrf_point_of_float32(trained):
+def test_int8_translates_as_float32_does_but_for_a_few_sentences(trained):
     """CTranslate2's int8 (weights quantized as it loads them) against its float32, which is
-    aiayn's own output (above): sacreBLEU and chrF on the test set, beam 4."""
+    aiayn's own output (above), beam 4, token for token: at least 4 in 5 test translations the
+    same, and chrF within a point. The model is deliberately weak (BLEU ~2-4 on this test set),
+    so BLEU is no measure here: a few changed sentences moved it by 2.07 on an AMD EPYC. int8 matrix products are exact in integers, so the share of changed
+    sentences does not depend on the CPU (91% the same on the AMD EPYC)."""
     from aiayn.tasks.translation import score_translations
 
     refs = [t for _, t in digit_pairs(400, 5)]
-    fp32 = score_translations(engine_of(trained).translate(TEST_SET, beam=4), refs)
-    int8 = score_translations(engine_of(trained, compute_type="int8").translate(TEST_SET, beam=4),
-                              refs)
-    assert fp32["chrf"] > 20, fp32  # a model that translates something
-    assert abs(int8["bleu"] - fp32["bleu"]) <= 1.0 and abs(int8["chrf"] - fp32["chrf"]) <= 1.0, \
-        (int8, fp32)
+    fp32 = engine_of(trained).translate(TEST_SET, beam=4)
+    int8 = engine_of(trained, compute_type="int8").translate(TEST_SET, beam=4)
+    same = sum(a == b for a, b in zip(fp32, int8, strict=True)) / len(TEST_SET)
+    assert same >= 0.8, same
+    fp32_chrf, int8_chrf = (score_translations(h, refs)["chrf"] for h in (fp32, int8))
+    assert fp32_chrf > 20, fp32_chrf  # a model that translates something
+    assert abs(int8_chrf - fp32_chrf) <= 1.0, (int8_chrf, fp32_chrf)
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
@@ -466,3 +470,25 @@ def test_equal_scores_go_to_the_shorter_hypothesis_as_aiayns_stable_sort_keeps_t
     assert max(ranked, key=lambda h: h[0])[1] == [3]
     ranked = engine._ranked(result, 1.0, 1.0, "avg", 2, cut=False)  # |Y|^1: the longer wins
     assert max(ranked, key=lambda h: h[0])[1] == [3, 4]
+
+
+@pytest.mark.parametrize("engine", ["torch", "ctranslate2"])
+@pytest.mark.parametrize("beam", [1, 4])
+def test_no_empty_translation_unless_asked_for(tmp_path, engine, beam):
+    """A model whose </s> is the likeliest first token: every search, in both engines, gives at
+    least one token by default (fairseq's min_len 1), and the empty line only with min_length=0."""
+    from aiayn.folder import save_weights
+    from aiayn.tasks.translation import Translator
+
+    folder = random_folder(tmp_path / "mt", output_bias=True, tie_output=False)
+    mt = Translator.load(folder)
+    with torch.no_grad():
+        mt.model.output.bias[mt.special["eos"]] = 30.0  # </s> first, whatever the source
+    save_weights(mt.model, folder / "model.safetensors")
+    mt = Translator.load(folder) if engine == "torch" else engine_of(folder)
+    sources = [s for s, _ in PAIRS]
+    assert set(mt.translate(sources, beam=beam, min_length=0)) == {""}
+    default = mt.translate(sources, beam=beam)
+    assert all(default), default
+    longer = mt.translate(sources, beam=beam, min_length=3)
+    assert all(len(mt.tokenizer.encode(t)) >= 3 for t in longer), longer

@@ -115,6 +115,9 @@ def _model_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-repeat-ngram-size", type=non_negative_int, default=None, metavar="N",
                    help="no N-gram twice in a translation (fairseq's and HF's option; default 0: "
                         "off, or an imported model's own)")
+    p.add_argument("--min-length", type=non_negative_int, default=None, metavar="N",
+                   help="no end of sentence before N output tokens (default 1, as fairseq's: no "
+                        "empty translation; an imported model keeps its own; 0 allows empty)")
     p.add_argument("--batch-size", type=positive_int, default=64, help="sentences per batch (default 64)")
     device_options(p, weights=True)
     p.add_argument("--checkpoint", type=positive_int, metavar="STEP",
@@ -199,7 +202,8 @@ def _load_translator(args: argparse.Namespace):
 def _decode_opts(args: argparse.Namespace) -> dict:
     return dict(beam=args.beam, alpha=args.alpha, length_penalty=args.length_penalty,
                 batch_size=args.batch_size, early_stopping=args.early_stopping,
-                workers=args.workers, no_repeat_ngram_size=args.no_repeat_ngram_size)
+                workers=args.workers, no_repeat_ngram_size=args.no_repeat_ngram_size,
+                min_length=args.min_length)
 
 
 def _translate_opts(args: argparse.Namespace) -> dict:
@@ -277,7 +281,8 @@ def _eval(args: argparse.Namespace) -> int:
     scores.update(sentences=len(pairs), seconds=round(seconds, 3),
                   sentences_per_s=round(len(pairs) / seconds, 2),
                   tokens_per_s=round(out_tokens / seconds, 1),
-                  **{**_decode_opts(args), **search, "workers": workers},
+                  **{**_decode_opts(args), **search, "workers": workers,
+                     "min_length": translator.length_limits(args.min_length)["min_length"]},
                   threads=_threads(), device=args.device, precision=args.precision,
                   engine=args.engine)
     if args.engine == "ctranslate2":  # its batches side by side and threads each
