@@ -220,6 +220,16 @@ def read_json(path: Path) -> Any:
         raise UserError(f"{path}: invalid JSON ({e})") from None
 
 
+def model_folder_around(path: str | Path) -> Path | None:
+    """The model folder that `path` (a file to write) would land in, as its real path: the first
+    folder above it holding config.json and model.safetensors; None if there is none."""
+    here = Path(os.path.realpath(path)).parent
+    for folder in (here, *here.parents):
+        if (folder / CONFIG_FILE).is_file() and (folder / WEIGHTS_FILE).is_file():
+            return folder
+    return None
+
+
 def read_meta(folder: str | Path) -> dict[str, Any]:
     folder = Path(folder)
     if not folder.is_dir():

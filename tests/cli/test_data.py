@@ -74,3 +74,34 @@ def test_data_stdlib_docstrings(tmp_path, capsys):
     assert stats["corpus"] == "stdlib-docstrings" and stats["params"]["python"]
     summaries = (tmp_path / "sd" / "train.tgt").read_text(encoding="utf-8").splitlines()
     assert len(summaries) == stats["splits"]["train"]["pairs"] > 0
+
+
+def test_data_refuses_to_replace_a_corpus_unless_forced(tmp_path, capsys):
+    """`data --out` over an existing corpus was silently replaced: now it is refused in one line,
+    touching nothing, and --force replaces it."""
+    out = tmp_path / "dn"
+    args = ["data", "dates-numbers", "--out", str(out), "--n-valid", "5", "--seed", "1"]
+    assert main([*args, "--n-train", "50", "--n-test", "5"]) == 0
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    assert main([*args, "--n-train", "20", "--n-test", "0", "--seed", "2"]) == 2
+    err = capsys.readouterr().err
+    assert "holds a corpus already" in err and "--force" in err and len(err.splitlines()) == 1
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+    assert main([*args, "--n-train", "20", "--n-test", "0", "--force"]) == 0
+    assert len((out / "train.src").read_text(encoding="utf-8").splitlines()) == 20
+    assert (out / "test.src").read_text() == "" and (out / "valid.src").exists()
+    assert json.loads((out / "stats.json").read_text())["splits"]["test"]["pairs"] == 0
+
+
+def test_data_writes_no_model_folder_and_no_empty_training_split(tmp_path, capsys):
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "config.json").write_text("{}")
+    (model / "model.safetensors").write_bytes(b"weights")
+    assert main(["data", "dates-numbers", "--out", str(model), "--n-train", "5"]) == 2
+    assert "is a model folder" in capsys.readouterr().err
+    assert sorted(p.name for p in model.iterdir()) == ["config.json", "model.safetensors"]
+    with pytest.raises(SystemExit) as e:  # argparse: exit 2, one line
+        main(["data", "dates-numbers", "--out", str(tmp_path / "x"), "--n-train", "0"])
+    assert e.value.code == 2 and "--n-train" in capsys.readouterr().err
+    assert not (tmp_path / "x").exists()

@@ -574,3 +574,26 @@ def test_summarize_is_translate_over_whole_texts(trained, capsys, monkeypatch):
     monkeypatch.setattr("sys.stdin", io.StringIO("1\n2\n3\n"))
     code, got, _ = run(capsys, "summarize", "--model", model, "-")
     assert code == 0 and got == want.splitlines(keepends=True)[0]
+
+
+@pytest.mark.parametrize("target", ["src", "ref", "ref-spelled-otherwise", "link-to-src",
+                                    "weights", "checkpoint"])
+def test_eval_writes_its_hyp_over_no_input_and_into_no_model_folder(trained, capsys, tmp_path,
+                                                                    target):
+    """`eval --hyp` wrote over its own --src or --ref, or over a model folder's weights: each is
+    refused in one line before any decoding, every file as it was."""
+    tmp, _, model = trained
+    src, ref = tmp_path / "test.src", tmp_path / "test.tgt"
+    src.write_bytes((tmp / "valid.src").read_bytes())
+    ref.write_bytes((tmp / "valid.tgt").read_bytes())
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "link.txt").symlink_to(src)
+    hyp = {"src": src, "ref": ref, "ref-spelled-otherwise": tmp_path / "sub" / ".." / "test.tgt",
+           "link-to-src": tmp_path / "link.txt", "weights": model / "model.safetensors",
+           "checkpoint": model / "checkpoints" / "new.txt"}[target]
+    before, inputs = folder_digest(model), (src.read_bytes(), ref.read_bytes())
+    code, _, err = run(capsys, "eval", "--model", model, "--src", src, "--ref", ref, "--hyp", hyp)
+    assert code == 2 and err.count("\n") == 1 and "--hyp" in err, err
+    assert ("an input of this command" in err) if target not in ("weights", "checkpoint") \
+        else ("inside the model folder" in err)
+    assert folder_digest(model) == before and (src.read_bytes(), ref.read_bytes()) == inputs

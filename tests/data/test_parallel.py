@@ -123,5 +123,20 @@ def test_corpus_dir_round_trip(tmp_path):
     assert read_corpus_dir(tmp_path / "out") == corpus
 
 
+def test_a_corpus_is_replaced_only_when_forced_and_then_whole(tmp_path):
+    old = {"train": [("a", "b")], "valid": [("c", "d")], "test": [("e", "f")]}
+    write_corpus_dir(old, tmp_path / "out")
+    victim = tmp_path / "notes.txt"
+    victim.write_text("mine\n")
+    (tmp_path / "out" / "train.src").unlink()
+    (tmp_path / "out" / "train.src").symlink_to(victim)  # a planted link is replaced, not followed
+    assert "holds a corpus already" in one_line_error(write_corpus_dir, {"train": [("x", "y")]},
+                                                      tmp_path / "out")
+    new = {"train": [("x", "y")], "valid": [("z", "w")]}
+    write_corpus_dir(new, tmp_path / "out", force=True)
+    assert read_corpus_dir(tmp_path / "out") == new  # the old test split went with the corpus
+    assert victim.read_text() == "mine\n" and not (tmp_path / "out" / "train.src").is_symlink()
+
+
 def test_write_refuses_line_breaks(tmp_path):
     assert "line break" in one_line_error(write_corpus_dir, {"train": [("a\nb", "c")]}, tmp_path)

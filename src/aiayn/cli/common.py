@@ -174,11 +174,15 @@ def read_stdin_lines() -> list[str]:
     return [line.removesuffix("\r") for line in lines]
 
 
-def writable_file(option: str, path: str) -> None:
+def writable_file(option: str, path: str, inputs: dict[str, str | None] | None = None) -> None:
     """Check, before any work, that `path` can be written (its folder exists and is writable),
-    so that an unwritable output does not surface only after minutes of decoding."""
+    so that an unwritable output does not surface only after minutes of decoding; and that
+    writing it loses nothing: it is none of the command's `inputs` ({option: path}, spelled
+    any way, a link to one included) and no file inside a model folder."""
     import os
     from pathlib import Path
+
+    from aiayn.folder import model_folder_around
 
     target = Path(path)
     folder = target.parent
@@ -186,8 +190,26 @@ def writable_file(option: str, path: str) -> None:
         raise UserError(f"{option} {path}: is a directory")
     if not folder.is_dir():
         raise UserError(f"{option} {path}: folder {folder} does not exist")
+    for name, given in (inputs or {}).items():
+        if given is not None and _same_file(path, given):
+            raise UserError(f"{option} {path}: is {name} {given}, an input of this command; "
+                            "write the output elsewhere")
+    model = model_folder_around(path)
+    if model is not None:
+        raise UserError(f"{option} {path}: is inside the model folder {model}; write the output "
+                        "elsewhere")
     if not os.access(folder, os.W_OK | os.X_OK) or (target.exists() and not os.access(target, os.W_OK)):
         raise UserError(f"{option} {path}: not writable")
+
+
+def _same_file(a: str, b: str) -> bool:
+    """Whether two paths name one file: the same real path, or the same inode (a hard link)."""
+    import os
+
+    try:
+        return os.path.realpath(a) == os.path.realpath(b) or os.path.samefile(a, b)
+    except OSError:
+        return False
 
 
 def warn(message: str) -> None:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import argparse
 
-from aiayn.cli.common import command_group, non_negative_int
+from aiayn.cli.common import command_group, non_negative_int, positive_int
 
 
 def register(sub) -> None:
@@ -25,7 +25,8 @@ def register(sub) -> None:
 
     dn = corpora.add_parser("dates-numbers", help="English -> German dates and spelled-out numbers")
     dn.add_argument("--out", required=True, help="output directory")
-    dn.add_argument("--n-train", type=non_negative_int, default=20000)
+    dn.add_argument("--force", action="store_true", help="replace the corpus --out holds")
+    dn.add_argument("--n-train", type=positive_int, default=20000)
     dn.add_argument("--n-valid", type=non_negative_int, default=500)
     dn.add_argument("--n-test", type=non_negative_int, default=1000)
     dn.add_argument("--seed", type=int, default=0)
@@ -33,6 +34,7 @@ def register(sub) -> None:
 
     gt = corpora.add_parser("gettext", help="English -> LANG messages from the OS's gettext catalogs")
     gt.add_argument("--out", required=True, help="output directory")
+    gt.add_argument("--force", action="store_true", help="replace the corpus --out holds")
     gt.add_argument("--lang", default="de", help="target language code (default: de)")
     gt.add_argument("--locale-dir", default="/usr/share/locale")
     gt.add_argument("--valid-frac", type=float, default=0.02)
@@ -43,6 +45,7 @@ def register(sub) -> None:
     sd = corpora.add_parser("stdlib-docstrings",
                             help="summarization: Python stdlib docstring bodies -> summary lines")
     sd.add_argument("--out", required=True, help="output directory")
+    sd.add_argument("--force", action="store_true", help="replace the corpus --out holds")
     sd.add_argument("--valid-frac", type=float, default=0.05)
     sd.add_argument("--test-frac", type=float, default=0.05)
     sd.add_argument("--max-body-words", type=int, default=150, help="drop longer bodies")
@@ -53,39 +56,45 @@ def register(sub) -> None:
 
 def _dates_numbers(args: argparse.Namespace) -> int:
     from aiayn.data.dates_numbers import dates_numbers, most_sentences
+    from aiayn.data.parallel import check_corpus_out
     from aiayn.errors import UserError
 
+    check_corpus_out(args.out, args.force)
     counts = {"--n-train": args.n_train, "--n-valid": args.n_valid, "--n-test": args.n_test}
     if sum(counts.values()) > most_sentences():  # the default years and numbers
         given = " + ".join(f"{flag} {n}" for flag, n in counts.items())
         raise UserError(f"{given}: the corpus has at most {most_sentences():,} distinct "
                         "sentences (fewer in fact); ask for fewer")
     params = dict(n_train=args.n_train, n_valid=args.n_valid, n_test=args.n_test, seed=args.seed)
-    return _write("dates-numbers", dates_numbers(**params), args.out, ("en", "de"), params)
+    return _write("dates-numbers", dates_numbers(**params), args, ("en", "de"), params)
 
 
 def _gettext(args: argparse.Namespace) -> int:
     from aiayn.data.gettext_corpus import gettext_pairs
+    from aiayn.data.parallel import check_corpus_out
 
+    check_corpus_out(args.out, args.force)
     params = dict(lang=args.lang, locale_dir=args.locale_dir, valid_frac=args.valid_frac,
                   test_frac=args.test_frac, max_chars=args.max_chars)
-    return _write("gettext", gettext_pairs(**params), args.out, ("en", args.lang), params)
+    return _write("gettext", gettext_pairs(**params), args, ("en", args.lang), params)
 
 
 def _stdlib_docstrings(args: argparse.Namespace) -> int:
     import platform
 
+    from aiayn.data.parallel import check_corpus_out
     from aiayn.data.stdlib_docstrings import stdlib_docstrings
 
+    check_corpus_out(args.out, args.force)
     params = dict(valid_frac=args.valid_frac, test_frac=args.test_frac,
                   max_body_words=args.max_body_words)
     corpus = stdlib_docstrings(**params, root=args.stdlib_dir)
     params["python"] = platform.python_version()  # the stdlib differs between versions
-    return _write("stdlib-docstrings", corpus, args.out, ("en", "en"), params,
+    return _write("stdlib-docstrings", corpus, args, ("en", "en"), params,
                   sides=("body", "summary"))
 
 
-def _write(name: str, corpus, out: str, languages: tuple[str, str], params: dict,
+def _write(name: str, corpus, args: argparse.Namespace, languages: tuple[str, str], params: dict,
            sides: tuple[str, str] | None = None) -> int:
     """Write the corpus folder; each split's line counts words per side, named by `sides`
     (default: the languages)."""
@@ -94,10 +103,10 @@ def _write(name: str, corpus, out: str, languages: tuple[str, str], params: dict
     from aiayn.data.parallel import write_corpus_dir
 
     meta = {"corpus": name, "src_lang": languages[0], "tgt_lang": languages[1], "params": params}
-    stats = write_corpus_dir(corpus, out, meta)
+    stats = write_corpus_dir(corpus, args.out, meta, force=args.force)
     sides = sides or languages
     for split, s in stats["splits"].items():
-        base = Path(out) / split
+        base = Path(args.out) / split
         print(f"{split}: {s['pairs']} pairs, {s['src_words']} {sides[0]} words, "
               f"{s['tgt_words']} {sides[1]} words -> {base}.src, {base}.tgt")
     return 0

@@ -261,7 +261,7 @@ def _eval(args: argparse.Namespace) -> int:
     from aiayn.tasks.translation import score_translations
 
     if args.hyp:
-        writable_file("--hyp", args.hyp)
+        writable_file("--hyp", args.hyp, {"--src": args.src, "--ref": args.ref})
     pairs = read_parallel(args.src, args.ref)
     _set_threads(args)
     translator = _load_translator(args)

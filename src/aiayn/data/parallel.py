@@ -18,6 +18,7 @@ the same layout.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -113,12 +114,15 @@ def filter_long(pairs_as_ids: Sequence[tuple[Sequence[int], Sequence[int]]], max
 
 
 def write_parallel(pairs: Sequence[Pair], src_path: str | Path, tgt_path: str | Path) -> None:
-    """Write aligned files, one sentence per line (a sentence may not contain a line break)."""
+    """Write aligned files, one sentence per line (a sentence may not contain a line break);
+    each atomically (a link there is replaced, never written through)."""
+    from aiayn.folder import atomic_write_text
+
     for i, (src, tgt) in enumerate(pairs):
         if "\n" in src or "\n" in tgt or "\r" in src or "\r" in tgt:
             raise UserError(f"pair {i} contains a line break and cannot be written one per line")
-    Path(src_path).write_text("".join(s + "\n" for s, _ in pairs), encoding="utf-8")
-    Path(tgt_path).write_text("".join(t + "\n" for _, t in pairs), encoding="utf-8")
+    atomic_write_text(src_path, "".join(s + "\n" for s, _ in pairs))
+    atomic_write_text(tgt_path, "".join(t + "\n" for _, t in pairs))
 
 
 def split_stats(pairs: Sequence[Pair]) -> dict[str, int]:
@@ -133,20 +137,50 @@ def split_stats(pairs: Sequence[Pair]) -> dict[str, int]:
     }
 
 
-def write_corpus_dir(corpus: dict[str, Sequence[Pair]], out_dir: str | Path,
-                     meta: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Write ``{split}.src``, ``{split}.tgt`` per split and ``stats.json``; returns the stats."""
-    out = Path(out_dir)
+def corpus_files(out: Path) -> list[Path]:
+    """The files of a corpus folder that are there: {split}.src / .tgt and stats.json."""
+    names = [f"{split}.{side}" for split in SPLITS for side in ("src", "tgt")] + ["stats.json"]
+    return [out / name for name in names if os.path.lexists(out / name)]
+
+
+def check_corpus_out(out: str | Path, force: bool = False) -> list[Path]:
+    """Refuse, before any work, a corpus folder that would lose something: a file, a model
+    folder, a folder holding a corpus already (unless `force`). Returns the old corpus's files."""
+    from aiayn.folder import CONFIG_FILE, model_folder_around
+
+    out = Path(out)
     if out.exists() and not out.is_dir():
         raise UserError(f"{out}: exists and is not a directory")
+    if model_folder_around(out / CONFIG_FILE) is not None:
+        raise UserError(f"{out}: is a model folder (or inside one); write the corpus elsewhere")
+    old = corpus_files(out) if out.is_dir() else []
+    if old and not force:
+        raise UserError(f"{out}: holds a corpus already ({', '.join(p.name for p in old[:3])}"
+                        f"{', ...' if len(old) > 3 else ''}); choose another --out, or pass "
+                        "--force to replace it")
+    return old
+
+
+def write_corpus_dir(corpus: dict[str, Sequence[Pair]], out_dir: str | Path,
+                     meta: dict[str, Any] | None = None, force: bool = False) -> dict[str, Any]:
+    """Write ``{split}.src``, ``{split}.tgt`` per split and ``stats.json``; returns the stats.
+    A folder that holds a corpus already is refused unless `force`, which replaces that corpus
+    whole (a split the new one lacks goes too); a model folder is refused always."""
+    from aiayn.folder import atomic_write_text
+
+    out = Path(out_dir)
+    old = check_corpus_out(out, force)
     out.mkdir(parents=True, exist_ok=True)
     stats: dict[str, Any] = dict(meta or {})
     stats["splits"] = {}
     for split, pairs in corpus.items():
         write_parallel(pairs, out / f"{split}.src", out / f"{split}.tgt")
         stats["splits"][split] = split_stats(pairs)
-    (out / "stats.json").write_text(json.dumps(stats, indent=2, ensure_ascii=False) + "\n",
-                                    encoding="utf-8")
+    atomic_write_text(out / "stats.json", json.dumps(stats, indent=2, ensure_ascii=False) + "\n")
+    written = {out / f"{split}.{side}" for split in corpus for side in ("src", "tgt")}
+    for path in old:  # --force: the old corpus's splits that the new one has not
+        if path not in written and path.name != "stats.json":
+            path.unlink()
     return stats
 
 
