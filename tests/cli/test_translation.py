@@ -53,6 +53,37 @@ def test_resume_continues_and_only_train_keys_may_change(trained, capsys, tmp_pa
     assert folder_digest(copy) == before
 
 
+def test_resume_identifies_the_data_by_content_not_by_its_path(trained, capsys, tmp_path):
+    """--resume compared data paths only: it went on over changed training data, and refused the
+    same file spelled another way. Now the same content under another spelling or another place
+    resumes; changed content under the same name is refused, naming the key and the file."""
+    import shutil
+
+    tmp, _, model = trained
+    data = tmp_path / "data"
+    data.mkdir()
+    for name in ("train.src", "train.tgt", "valid.src", "valid.tgt"):
+        shutil.copy(tmp / name, data / name)
+    config = write_config(tmp_path, name="here.yaml")  # the same pairs, in tmp_path
+    written = yaml.safe_load(config.read_text())
+    written["data"]["train_src"] = str(tmp_path / "data" / ".." / "data" / "train.src")
+    written["data"]["train_tgt"] = str(data / "train.tgt")
+    config.write_text(yaml.safe_dump(written))
+    copy = tmp_path / "model"
+    shutil.copytree(model, copy)
+    code, out, err = run(capsys, "train", config, "--out", copy, "--resume", "train.max_steps=25")
+    assert code == 0 and "trained 25 steps" in out, err
+    with (data / "train.tgt").open("a", encoding="utf-8") as f:
+        f.write("eins\n")  # one more line: other data under the same name
+    with (data / "train.src").open("a", encoding="utf-8") as f:
+        f.write("1\n")
+    before = folder_digest(copy)
+    code, _, err = run(capsys, "train", config, "--out", copy, "--resume", "train.max_steps=30")
+    assert code == 2 and err.count("\n") == 1, err
+    assert "data.train_src=" in err and "is not the data the run" in err and "sha256" in err
+    assert folder_digest(copy) == before
+
+
 def test_resume_a_folder_written_before_data_source_eos_existed(trained, capsys, tmp_path):
     """A folder whose recorded data settings lack source_eos trained without it: it resumes with
     the default, and refuses data.source_eos=true."""

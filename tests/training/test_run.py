@@ -88,7 +88,8 @@ def test_start_run_seeds_and_makes_the_folder_only_for_the_first_file(tmp_path):
         assert isinstance(run, Run) and run.folder == tmp_path / "m"
         # until its first file the folder holds the writer lock alone
         assert [p.name for p in run.folder.iterdir()] == [LOCK_FILE]
-        assert run.record == {k: v for k, v in exp.to_dict().items() if k != "out"}
+        assert run.record == {**{k: v for k, v in exp.to_dict().items() if k != "out"},
+                              "data_content": {}}  # a built-in corpus: no files to identify
         assert run.begin_folder() and (run.folder / STARTED_MARKER).is_file()
         assert not run.stage(run.folder / "pretrain", resume=True).begin_folder()
         assert not (run.folder / "pretrain").exists()

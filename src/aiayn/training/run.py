@@ -18,13 +18,16 @@ What every task's train() gets from here, the same way:
   * the record: config.json's "experiment" is the experiment as loaded (Experiment.to_dict()
     without `out`, since a folder may move), plus what the task read from outside the config
     (the language model's --text files). The Trainer writes it; every task's has this form;
-  * resuming: every part of the record but train.* must be the run's own (check_resume);
+  * resuming: every part of the record but train.* must be the run's own (check_resume); the
+    files it read are compared by content (sizes and SHA-256, record["data_content"]), not by
+    the spelling of their paths;
   * the seed: Python, NumPy and torch seeded with train.seed before the task builds its model.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 import random
 import signal
 from collections.abc import Callable, Sequence
@@ -36,12 +39,16 @@ import numpy as np
 import torch
 
 from aiayn.config.train import TrainConfig
+from aiayn.data.fingerprint import content_of, describe
 from aiayn.errors import UserError
 from aiayn.folder import folder_contents, read_meta
 from aiayn.lock import writer_lock
 from aiayn.training import distributed
 from aiayn.training.checkpoint import TRAIN_STATE_FILE, check_out_folder, mark_started
 from aiayn.training.experiment import Experiment, require_out
+
+
+CONTENT = "data_content"  # the record's key of the data's fingerprints
 
 
 @dataclass
@@ -130,6 +137,7 @@ def start_run(exp: Experiment, resume: bool = False, out: str | Path | None = No
     world = distributed.setup(exp.train.device)
     record = {k: v for k, v in exp.to_dict().items() if k != "out"}
     record.update(inputs or {})
+    record[CONTENT] = content_of(record)  # the data by content, for --resume
     state_in = folder
     if resume and stage and not (folder / TRAIN_STATE_FILE).is_file() \
             and (folder / stage / TRAIN_STATE_FILE).is_file():
@@ -141,6 +149,7 @@ def start_run(exp: Experiment, resume: bool = False, out: str | Path | None = No
             check_out_folder(state_in, resume)
         if resume:
             now = {k: v for k, v in record.items() if k != "train" and k not in may_change}
+            now[CONTENT] = {k: v for k, v in record[CONTENT].items() if k not in may_change}
             check_resume(state_in, exp, now, added or {})
         seed_everything(exp.train.seed)
         return Run(folder, world, resume, record, say if world.is_main else distributed.silent,
@@ -159,6 +168,8 @@ def check_resume(folder: Path, exp: Experiment, now: dict[str, Any],
     this run's is resolved with the folder's sizes to compare with them."""
     meta = read_meta(folder)
     before = meta.get("experiment", {})
+    now = dict(now)
+    by_content = _check_content(folder, before.get(CONTENT), now.pop(CONTENT, {}), now)
     if "task" not in before:
         now = {k: v for k, v in now.items() if k != "task"}
         if before.get("model") == meta["model"]:
@@ -169,12 +180,39 @@ def check_resume(folder: Path, exp: Experiment, now: dict[str, Any],
         if isinstance(new, dict) and isinstance(old, dict):
             for key in sorted(set(old) | set(new)):
                 was = old[key] if key in old else added.get(f"{section}.{key}")
-                if was != new.get(key):
+                if f"{section}.{key}" not in by_content and not _same(was, new.get(key)):
                     raise UserError(f"--resume: {section}.{key}={new.get(key)!r} differs from the "
                                     f"run in {folder} ({was!r}); only train.* may change")
-        elif old != new:
+        elif section not in by_content and not _same(old, new):
             raise UserError(f"--resume: the {section} settings differ from the run in {folder} "
                             f"({old!r}, now {new!r}); only train.* may change")
+
+
+def _check_content(folder: Path, before: dict | None, now: dict[str, Any],
+                   settings: dict[str, Any]) -> set[str]:
+    """The data a run read, compared by content (aiayn.data.fingerprint) where its record holds
+    it: the same files moved or spelled otherwise resume; changed files are refused. Returns the
+    keys so compared, whose paths need not match. A record from before (none) compares paths."""
+    if not isinstance(before, dict):
+        return set()
+    for key in sorted(set(before) | set(now)):
+        if before.get(key) != now.get(key):
+            section, _, name = key.rpartition(".")
+            path = (settings.get(section) or {}).get(name) if section else settings.get(key)
+            raise UserError(f"--resume: {key}={path!r} is not the data the run in {folder} "
+                            f"trained on ({describe(before.get(key))}; now "
+                            f"{describe(now.get(key))}); only train.* may change")
+    return set(before)
+
+
+def _same(was: Any, new: Any) -> bool:
+    """Equal settings; two spellings of one existing path (`a/../b` and `b`) are equal too."""
+    if was == new:
+        return True
+    try:
+        return isinstance(was, str) and isinstance(new, str) and os.path.samefile(was, new)
+    except OSError:
+        return False
 
 
 __all__ = ["Run", "TrainResult", "check_resume", "folder_run", "seed_everything", "start_run"]
