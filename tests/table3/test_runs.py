@@ -248,3 +248,31 @@ def test_a_progress_line_is_one_write_so_the_rows_processes_do_not_run_lines_tog
         speak("table3: C-N4 seed 0: 600 updates")
         monkeypatch.undo()
         assert out.writes == ["table3: C-N4 seed 0: 600 updates\n"]
+
+
+def test_tables_of_other_data_under_one_corpus_path_neither_merge_nor_resume(tmp_path):
+    """The plan names the corpus by its pairs' SHA-256 too: two tables trained on a folder of the
+    same path but other pairs (another machine, a rewritten folder) are refused by --merge and
+    by --resume, naming corpus_content; the same pairs under another path are the same data."""
+    from aiayn.table3.plan import PLAN_FILE, check_plan
+
+    corpus = tmp_path / "corpus"
+    write_corpus_dir(dates_numbers(n_train=40, n_valid=4, n_test=4), corpus)
+    first, second = tmp_path / "t1", tmp_path / "t2"
+    first.mkdir()
+    (first / PLAN_FILE).write_text(json.dumps(check_plan(first, _plan(str(corpus)), False)))
+    write_corpus_dir(dates_numbers(n_train=40, n_valid=4, n_test=4, seed=1), corpus, force=True)
+    with pytest.raises(UserError, match="corpus_content=.* differs from the table"):
+        check_plan(first, _plan(str(corpus)), resume=True)
+    second.mkdir()
+    (second / PLAN_FILE).write_text(json.dumps(check_plan(second, _plan(str(corpus)), False)))
+    for folder, row in ((first, "base"), (second, "C-N2")):
+        (folder / "results").mkdir()
+        (folder / "results" / f"{row}-seed0.json").write_text(json.dumps({"row": row, "seed": 0}))
+    with pytest.raises(UserError, match="--merge: .*t2 has corpus_content=.*rows of one table"):
+        merge_tables([first, second], tmp_path / "merged")
+    assert not (tmp_path / "merged" / PLAN_FILE).exists()
+    moved = tmp_path / "moved"
+    corpus.rename(moved)  # the same pairs elsewhere: the same content
+    assert check_plan(second, _plan(str(moved)), resume=True)["corpus_content"] == \
+        json.loads((second / PLAN_FILE).read_text())["corpus_content"]

@@ -36,6 +36,18 @@ def fingerprint(path: str | Path) -> Fingerprint:
     return {"bytes": path.stat().st_size, "sha256": digest.hexdigest()}
 
 
+def pairs_fingerprint(splits: dict[str, Any]) -> Fingerprint:
+    """{"pairs", "sha256"} of a corpus as read (its splits of (source, target) pairs): one
+    identity for a built-in corpus (whose text can differ between machines: gettext reads the
+    system's catalogs) and a folder of files alike."""
+    digest, count = hashlib.sha256(), 0
+    for split in sorted(splits):
+        for src, tgt in splits[split]:
+            digest.update(f"{split}\t{src}\t{tgt}\n".encode())
+            count += 1
+    return {"pairs": count, "sha256": digest.hexdigest()}
+
+
 def _names_files(value: Any) -> bool:
     if isinstance(value, str):
         return bool(value) and os.path.exists(value)
@@ -63,7 +75,9 @@ def describe(print_: Any) -> str:
         return "absent"
     if "files" in print_:
         return f"a folder of {len(print_['files'])} files"
+    if "pairs" in print_:
+        return f"{print_['pairs']} pairs, sha256 {str(print_.get('sha256'))[:8]}"
     return f"{print_.get('bytes')} bytes, sha256 {str(print_.get('sha256'))[:8]}"
 
 
-__all__ = ["content_of", "describe", "fingerprint"]
+__all__ = ["content_of", "describe", "fingerprint", "pairs_fingerprint"]

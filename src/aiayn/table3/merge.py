@@ -3,7 +3,7 @@
     table = merge_tables(["t3-ab", "t3-cde"], "runs/table3")
 
 Each folder is one `run_table` wrote (runs.py); they must share the plan's settings (scale,
-corpus, budget, dev pairs, overrides), and no row and seed may be in two of them. The merged
+corpus, budget, dev pairs, overrides, and the corpus's content: its pairs' SHA-256), and no row and seed may be in two of them. The merged
 folder holds every result record (pointing at its run's folder, which stays where it is) and
 the table, figure and plan, as a folder run_table wrote; it has one writer (aiayn.lock).
 """
@@ -18,7 +18,7 @@ from typing import Any
 from aiayn.errors import UserError
 from aiayn.folder import atomic_write_text
 from aiayn.lock import writer_lock
-from aiayn.table3.plan import PLAN_FILE, SHARED, read_plan
+from aiayn.table3.plan import PLAN_FILE, SHARED, read_plan, same_setting
 from aiayn.table3.runs import read_results, write_outputs
 
 
@@ -36,7 +36,7 @@ def merge_tables(folders: Sequence[str | Path], out: str | Path,
             if shared is None:
                 shared, first = plan, folder
             for key in SHARED:
-                if plan.get(key) != shared.get(key):
+                if not same_setting(key, plan, shared):
                     raise UserError(f"--merge: {folder} has {key}={plan.get(key)!r} but {first} "
                                     f"has {shared.get(key)!r}; rows of one table share it")
             for record in read_results(folder):

@@ -20,7 +20,7 @@ from aiayn.table3.rows import BASE, SCALES, Row, model_overrides, settings
 
 PLAN_FILE = "table3-plan.json"
 # What every row of one table must share (merge and --resume check them).
-SHARED = ("scale", "corpus", "updates", "minutes_per_row", "dev_pairs", "overrides")
+SHARED = ("scale", "corpus", "updates", "minutes_per_row", "dev_pairs", "overrides", "corpus_content")
 MAX_SEEDS = 100  # a bound on --seeds, as on every count flag (issue 29): 100 x 19 runs is plenty
 
 
@@ -53,7 +53,10 @@ class Plan:
                             "every row once more)")
 
     def shared(self) -> dict[str, Any]:
-        return {k: v for k, v in asdict(self).items() if k in SHARED}
+        """The settings every row shares, and the corpus by content (its train and valid pairs'
+        count and SHA-256: two corpora under one name or path are not one table's)."""
+        return {**{k: v for k, v in asdict(self).items() if k in SHARED},
+                "corpus_content": corpus_content(self.corpus)}
 
     @property
     def budget(self) -> str:
@@ -61,6 +64,27 @@ class Plan:
             return f"{self.minutes_per_row:g} minutes per row (big: 3x)"
         return f"{self.updates:,} updates for base (every row: the paper's steps x " \
                f"{self.updates:,} / {BASE['steps']:,})"
+
+
+def corpus_content(corpus: str) -> dict[str, Any]:
+    """The fingerprint of the pairs `corpus` (a built-in name or a folder) gives, train + valid."""
+    from aiayn.data.fingerprint import pairs_fingerprint
+    from aiayn.tasks.translation import DataConfig, load_pairs
+
+    splits = load_pairs(DataConfig(**data_section(corpus)))
+    return pairs_fingerprint({k: v for k, v in splits.items() if k in ("train", "valid")})
+
+
+def same_setting(key: str, a: dict[str, Any], b: dict[str, Any]) -> bool:
+    """Whether two plans agree on `key`. A corpus is the same when its content is (its path may
+    differ: a folder moved, or on another machine); a plan written before the corpus was
+    identified by content (no corpus_content) agrees on it with any, and compares paths."""
+    content = [p.get("corpus_content") for p in (a, b)]
+    if key == "corpus_content":
+        return None in content or content[0] == content[1]
+    if key == "corpus" and None not in content:
+        return True  # corpus_content decides
+    return a.get(key) == b.get(key)
 
 
 def default_updates(scale: str) -> int:
@@ -122,23 +146,26 @@ def read_plan(out: Path) -> dict[str, Any]:
     return plan
 
 
-def check_plan(out: Path, plan: Plan, resume: bool) -> None:
-    """A new table needs a new (or empty) folder; a resumed one the same shared settings."""
+def check_plan(out: Path, plan: Plan, resume: bool) -> dict[str, Any]:
+    """A new table needs a new (or empty) folder; a resumed one the same shared settings. Returns
+    the plan's shared settings (reading the corpus, once the folder is found fit)."""
     if not resume:
         if out.exists() and folder_contents(out):
             raise UserError(f"{out} already holds files; pass --resume to continue its table, "
                             "or choose another --out")
-        return
+        return plan.shared()
     if not (out / PLAN_FILE).is_file():
         if out.exists() and folder_contents(out):
             raise UserError(f"--resume: {out} holds no {PLAN_FILE}: not a table3 folder")
-        return
+        return plan.shared()
     before = read_plan(out)
-    for key, value in plan.shared().items():
-        if before.get(key) != value:
+    shared = plan.shared()
+    for key, value in shared.items():
+        if not same_setting(key, before, shared):
             raise UserError(f"--resume: {key}={value!r} differs from the table in {out} "
                             f"({before.get(key)!r}); rows of one table share it")
+    return shared
 
 
 __all__ = ["MAX_SEEDS", "PLAN_FILE", "SHARED", "Plan", "check_plan", "data_section",
-           "default_updates", "read_plan", "row_experiment", "row_settings", "steps_ratio"]
+           "corpus_content", "default_updates", "read_plan", "same_setting", "row_experiment", "row_settings", "steps_ratio"]

@@ -171,7 +171,7 @@ def read_results(out: Path) -> list[dict[str, Any]]:
 
 def header(plan_shared: dict[str, Any], dev: int | None, seeds: list[int]) -> dict[str, Any]:
     """What table.markdown says above the rows."""
-    plan = Plan(**{k: v for k, v in plan_shared.items() if k in SHARED})
+    plan = Plan(**{k: v for k, v in plan_shared.items() if k in SHARED and k != "corpus_content"})
     scale = SCALES[plan.scale]
     base = row_settings(select_rows("base")[0], plan)
     return {"scale": plan.scale, "rule": scale.rule, "corpus": plan.corpus,
@@ -225,10 +225,10 @@ def run_table(plan: Plan, out: str | Path, resume: bool = False,
         jobs = auto_jobs(plan)
     with writer_lock(out) if world.is_main else contextlib.nullcontext():
         # Rank 0 checks and reads the folder; every process then runs rank 0's list of rows.
-        error, results, shared = None, [], plan.shared()
+        error, results, shared = None, [], {}
         if world.is_main:
             try:
-                check_plan(out, plan, resume)
+                shared = check_plan(out, plan, resume)  # with the corpus's content
                 out.mkdir(parents=True, exist_ok=True)
                 atomic_write_text(out / PLAN_FILE, json.dumps(shared, indent=1) + "\n")
                 results = read_results(out)

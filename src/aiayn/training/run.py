@@ -47,7 +47,6 @@ from aiayn.training import distributed
 from aiayn.training.checkpoint import TRAIN_STATE_FILE, check_out_folder, mark_started
 from aiayn.training.experiment import Experiment, require_out
 
-
 CONTENT = "data_content"  # the record's key of the data's fingerprints
 
 
