@@ -492,3 +492,37 @@ def test_no_empty_translation_unless_asked_for(tmp_path, engine, beam):
     assert all(default), default
     longer = mt.translate(sources, beam=beam, min_length=3)
     assert all(len(mt.tokenizer.encode(t)) >= 3 for t in longer), longer
+
+
+@pytest.mark.parametrize("damage", ["reordered vocabulary", "shorter vocabulary", "model.bin",
+                                    "tokenizer changed", "no stamp"])
+def test_a_damaged_or_stale_export_is_made_again_not_trusted(tmp_path, damage):
+    """The ctranslate2/ cache was trusted once its stamp (weights size and time) matched: a
+    reordered vocabulary gave garbage with exit 0, a shorter one a traceback. The stamp now
+    covers the weights read, the config and tokenizer, and every file of the export by SHA-256:
+    any change there exports again, and the translations are the torch model's."""
+    from aiayn.tasks.translation import Translator
+
+    folder = random_folder(tmp_path / "m")
+    sources = [s for s, _ in PAIRS]
+    expected = Translator.load(folder).translate(sources, beam=1)
+    assert engine_of(folder).translate(sources, beam=1) == expected
+    cache = folder / "ctranslate2"
+    vocab = next(p for p in cache.iterdir() if "vocabulary" in p.name)
+    words = json.loads(vocab.read_text())
+    if damage == "reordered vocabulary":
+        vocab.write_text(json.dumps(words[:3] + words[3:][::-1]))
+    elif damage == "shorter vocabulary":
+        vocab.write_text(json.dumps(words[:-5]))
+    elif damage == "model.bin":
+        data = bytearray((cache / "model.bin").read_bytes())
+        data[-4:] = b"\xff\xff\xff\x7f"
+        (cache / "model.bin").write_bytes(bytes(data))
+    elif damage == "tokenizer changed":  # the folder's, the same ids: exported again all the same
+        tok = folder / "tokenizer.json"
+        tok.write_text(tok.read_text() + " ")
+    else:
+        (cache / "aiayn.json").unlink()
+    again = engine_of(folder)
+    assert json.loads(vocab.read_text()) == words
+    assert again.translate(sources, beam=1) == expected

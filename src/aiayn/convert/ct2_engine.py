@@ -68,6 +68,7 @@ from typing import Any
 
 from aiayn.convert.ctranslate2 import (
     AIAYN_FILE,
+    export_stamp,
     import_ctranslate2,
     vocabulary,
     weights_stamp,
@@ -82,16 +83,27 @@ COMPUTE_TYPES = ("default", "auto", "float32", "int8", "int8_float32", "int8_flo
 
 
 def engine_dir(folder: str | Path, checkpoint: int | None = None) -> Path:
-    """The folder's CTranslate2 directory, exported now when it is missing, unfinished or older
-    than the weights (by the directory's one writer: a second process exporting it meanwhile is
-    refused in one line, and the next call finds it done)."""
-    from aiayn.lock import FolderBusy, holder, writer_lock
-
+    """The folder's CTranslate2 directory, exported now when it is missing, unfinished, damaged
+    or not from the folder's weights, config and tokenizer as they are now (by the directory's
+    one writer: a second process exporting it meanwhile is refused in one line, and the next
+    call finds it done)."""
     folder = Path(folder)
     out = folder / ("ctranslate2" if checkpoint is None else f"ctranslate2-step_{checkpoint:08d}")
     stamp = weights_stamp(folder, checkpoint)
     if _current(out, stamp):
         return out
+    try:
+        _export_again(folder, out, stamp, checkpoint)
+    except PermissionError as e:
+        raise UserError(f"{out}: the CTranslate2 export is missing, damaged or older than the "
+                        f"folder, and cannot be written here ({e.strerror}); make {folder} "
+                        "writable, or translate a writable copy of it") from None
+    return out
+
+
+def _export_again(folder: Path, out: Path, stamp: dict[str, Any], checkpoint: int | None) -> None:
+    from aiayn.lock import FolderBusy, holder, writer_lock
+
     with contextlib.ExitStack() as held:
         try:
             held.enter_context(writer_lock(out))
@@ -106,7 +118,6 @@ def engine_dir(folder: str | Path, checkpoint: int | None = None) -> Path:
             (out / INCOMPLETE_MARKER).touch()
             write_into(folder, out, None, checkpoint)
             (out / INCOMPLETE_MARKER).unlink()
-    return out
 
 
 def _current(out: Path, stamp: dict[str, Any]) -> bool:
@@ -117,7 +128,10 @@ def _current(out: Path, stamp: dict[str, Any]) -> bool:
         written = json.loads(path.read_text(encoding="utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError):
         return False
-    return all(written.get(k) == v for k, v in stamp.items())
+    # the source (weights read, config, tokenizer) and every file of the export as written: a
+    # damaged, reordered or shortened vocabulary or model.bin is exported again
+    return isinstance(written, dict) and all(written.get(k) == v for k, v in stamp.items()) \
+        and written.get("files") == export_stamp(out)
 
 
 def load_translator(folder: str | Path, compute_type: str = "default", device: str = "cpu",

@@ -267,13 +267,29 @@ def converter(folder: str | Path, checkpoint: int | None = None):
 
 
 def weights_stamp(folder: str | Path, checkpoint: int | None = None) -> dict[str, Any]:
-    """What identifies the weights a directory was exported from: the weights file's size and
-    modification time (every save replaces it atomically: a new file, a new time)."""
-    path = Path(folder) / "model.safetensors" if checkpoint is None else \
+    """What identifies the source a directory is exported from, by content: the weights file
+    read (its name, size and SHA-256) and the folder's config and tokenizer (their SHA-256: the
+    vocabulary and special ids the export writes)."""
+    from aiayn.data.fingerprint import fingerprint
+
+    folder = Path(folder)
+    path = folder / "model.safetensors" if checkpoint is None else \
         checkpoint_path(folder, checkpoint)
-    stat = path.stat() if path.is_file() else None
-    return {"weights": path.name, "size": stat.st_size if stat else None,
-            "mtime_ns": stat.st_mtime_ns if stat else None}
+    weights = fingerprint(path) if path.is_file() else {}
+    stamp = {"weights": path.name, "size": weights.get("bytes"), "sha256": weights.get("sha256")}
+    for name in ("config.json", "tokenizer.json"):
+        stamp[f"{name}_sha256"] = fingerprint(folder / name)["sha256"] \
+            if (folder / name).is_file() else None
+    return stamp
+
+
+def export_stamp(out: Path) -> dict[str, str]:
+    """The SHA-256 of each file CTranslate2 wrote into `out` (model.bin, the vocabularies,
+    config.json): a damaged, reordered or shortened file there no longer matches."""
+    from aiayn.data.fingerprint import fingerprint
+
+    return {p.name: fingerprint(p)["sha256"] for p in sorted(out.iterdir())
+            if p.is_file() and p.name != AIAYN_FILE and not p.name.startswith(".")}
 
 
 def write_into(folder: str | Path, out: Path, quantization: str | None,
@@ -282,6 +298,22 @@ def write_into(folder: str | Path, out: Path, quantization: str | None,
     writes a directory of its own (Converter.convert refuses an existing one), so it writes a
     hidden one inside `out`, whose files then move up; aiayn.json, written last, names the
     source."""
+    for _ in range(3):  # a save that lands during the conversion: convert again
+        before = weights_stamp(folder, checkpoint)
+        _convert(folder, out, quantization, checkpoint)
+        if weights_stamp(folder, checkpoint) == before:
+            break
+    else:
+        raise UserError(f"{folder}: its weights changed during each of 3 exports (a run saving "
+                        "into it?); export it once the run is done")
+    source = {"exported_from": str(folder), "quantization": quantization or "float32",
+              "checkpoint": checkpoint, **before, "files": export_stamp(out)}
+    from aiayn.folder import atomic_write_text
+
+    atomic_write_text(out / AIAYN_FILE, json.dumps(source, indent=2) + "\n")
+
+
+def _convert(folder: Path, out: Path, quantization: str | None, checkpoint: int | None) -> None:
     tmp = out / ".ctranslate2.tmp"
     if tmp.exists():
         shutil.rmtree(tmp)
@@ -295,11 +327,6 @@ def write_into(folder: str | Path, out: Path, quantization: str | None,
     for item in tmp.iterdir():
         os.replace(item, out / item.name)
     tmp.rmdir()
-    source = {"exported_from": str(folder), "quantization": quantization or "float32",
-              "checkpoint": checkpoint, **weights_stamp(folder, checkpoint)}
-    from aiayn.folder import atomic_write_text
-
-    atomic_write_text(out / AIAYN_FILE, json.dumps(source, indent=2) + "\n")
 
 
 def export(folder: str | Path, out: str | Path, quantization: str | None = None,
@@ -318,4 +345,5 @@ def export(folder: str | Path, out: str | Path, quantization: str | None = None,
 
 
 __all__ = ["AIAYN_FILE", "QUANTIZATIONS", "check_expressible", "converter", "export",
-           "import_ctranslate2", "model_spec", "vocabulary", "weights_stamp", "write_into"]
+           "export_stamp", "import_ctranslate2", "model_spec", "vocabulary", "weights_stamp",
+           "write_into"]
