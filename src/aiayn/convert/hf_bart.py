@@ -17,8 +17,10 @@ projects to the logits (§3.4). Every parameter maps, with no renumbering:
 BART's special ids are its own (<s> 0, <pad> 1, </s> 2, <unk> 3) and its decoder starts from
 </s>: the folder keeps them (meta "special_ids", with "decoder_start"), its tokenizer is BART's
 byte-level BPE unchanged, and sources are <s> ... </s> (meta "source_bos", "source_eos"), as
-BartTokenizer makes them. Options BART's config names but aiayn lacks (mBART's pre-norm and final
-LayerNorm, sinusoidal positions, LayerDrop, ...) are refused in one line naming the key.
+BartTokenizer makes them. The import keeps the BART folder's config.json and tokenizer files
+(meta "hf_original"), which the export of an imported BART gives back (convert/hf_original.py).
+Options BART's config names but aiayn lacks (mBART's pre-norm and final LayerNorm, sinusoidal
+positions, LayerDrop, ...) are refused in one line naming the key.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from aiayn.config import TransformerConfig
 from aiayn.convert import TO_HF_ACTIVATION, activation_from_hf, read_hf_folder, require_model_type
 from aiayn.convert.hf_marian import _parameter_names
 from aiayn.convert.hf_marian import generation_from_hf as marian_generation
+from aiayn.convert.hf_original import KEY, keep
 from aiayn.convert.hf_seq2seq import check_shape, from_hf_weights, to_hf_weights, weight_getter
 from aiayn.data.special import BOS, EOS, PAD
 from aiayn.errors import UserError
@@ -268,7 +271,8 @@ def load_hf_folder(folder: Path) -> tuple[Transformer, Any, dict[str, Any]]:
                         f"{config.vocab_size}")
     model = Transformer(config)
     model.load_state_dict(from_hf_state_dict(state, config, str(folder)))
-    meta: dict[str, Any] = {"special_ids": special, "source_bos": True, "source_eos": True}
+    meta: dict[str, Any] = {"special_ids": special, "source_bos": True, "source_eos": True,
+                            KEY: keep(folder, hf_config, config)}  # export gives it back
     exported = hf_config.get("aiayn")
     if not isinstance(exported, dict) or exported.get("own_search"):
         # a BART model's own search, also through aiayn's export (aiayn's own keep §6.1's)

@@ -12,6 +12,11 @@ vocabulary of size N-1" (tested); `aiayn export ctranslate2` (convert/ctranslate
 CTranslate2 directory with its own spec API instead. An option the HF architecture does not
 have is refused with the option named; nothing approximate is written.
 
+A model imported from transformers (`aiayn import hf-*`) exports back as the folder it came from
+(convert/hf_original.py): its own config.json (with what the model changed since), tokenizer and
+generation files byte for byte, and its vocabulary at the original ids, so HF -> aiayn -> HF is an
+identity.
+
     transformer (translation)  -> MarianMTModel               (convert/hf_marian.py)
       BART-shaped              -> BartForConditionalGeneration (convert/hf_bart.py)
       T5-shaped                -> T5ForConditionalGeneration  (convert/hf_t5.py)
@@ -30,6 +35,7 @@ from typing import Any
 
 from torch import Tensor, nn
 
+from aiayn.convert.hf_original import restore
 from aiayn.data.special import BOS, BOS_TOKEN, EOS, EOS_TOKEN, PAD, PAD_TOKEN, UNK_TOKEN
 from aiayn.errors import UserError
 from aiayn.families import ENCODER, FAMILIES, LANGUAGE_MODEL, TRANSLATION, VIT
@@ -43,44 +49,68 @@ from aiayn.folder import (
 )
 
 
-def _gpt2(model: nn.Module, meta: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Tensor]]:
-    from aiayn.convert.hf_gpt2 import config_to_hf, to_hf_state_dict
+def _gpt2(config: Any, meta: dict[str, Any]) -> dict[str, Any]:
+    from aiayn.convert.hf_gpt2 import config_to_hf
 
-    return config_to_hf(model.config), to_hf_state_dict(model)
-
-
-def _marian(model: nn.Module, meta: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Tensor]]:
-    from aiayn.convert import hf_bart
-    from aiayn.convert.hf_marian import config_to_hf, to_hf_state_dict
-
-    if hf_bart.is_bart(model.config):  # BART's options: a BartForConditionalGeneration
-        return hf_bart.config_to_hf(model.config), hf_bart.to_hf_state_dict(model)
-    from aiayn.convert import hf_t5
-
-    if hf_t5.is_t5(model.config):  # T5's relative positions: a T5ForConditionalGeneration
-        return hf_t5.config_to_hf(model.config), hf_t5.to_hf_state_dict(model)
-    return config_to_hf(model.config), to_hf_state_dict(model)
+    return config_to_hf(config)
 
 
-def _bert(model: nn.Module, meta: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Tensor]]:
-    from aiayn.convert.hf_bert import config_to_hf, to_hf_state_dict
+def _gpt2_weights(model: nn.Module) -> dict[str, Tensor]:
+    from aiayn.convert.hf_gpt2 import to_hf_state_dict
 
-    return config_to_hf(model.config, list(meta.get("labels", []))), to_hf_state_dict(model)
-
-
-def _vit(model: nn.Module, meta: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Tensor]]:
-    from aiayn.convert.hf_vit import config_to_hf, to_hf_state_dict
-
-    return config_to_hf(model.config, list(meta.get("classes", []))), to_hf_state_dict(model)
+    return to_hf_state_dict(model)
 
 
-# family -> (what it exports as, its converter); the converter's config names the exact class
-Converter = Callable[[nn.Module, dict[str, Any]], tuple[dict[str, Any], dict[str, Tensor]]]
-EXPORTERS: dict[str, tuple[str, Converter]] = {
-    TRANSLATION: ("MarianMTModel", _marian),
-    LANGUAGE_MODEL: ("GPT2LMHeadModel", _gpt2),
-    VIT: ("ViTForImageClassification", _vit),
-    ENCODER: ("BERT", _bert),
+def _translation_module(config: Any) -> Any:
+    """The converter a translation model exports through: BART's options make it a
+    BartForConditionalGeneration, T5's relative positions a T5ForConditionalGeneration, the
+    paper's model a MarianMTModel."""
+    from aiayn.convert import hf_bart, hf_marian, hf_t5
+
+    return hf_bart if hf_bart.is_bart(config) else hf_t5 if hf_t5.is_t5(config) else hf_marian
+
+
+def _marian(config: Any, meta: dict[str, Any]) -> dict[str, Any]:
+    return _translation_module(config).config_to_hf(config)
+
+
+def _marian_weights(model: nn.Module) -> dict[str, Tensor]:
+    return _translation_module(model.config).to_hf_state_dict(model)
+
+
+def _bert(config: Any, meta: dict[str, Any]) -> dict[str, Any]:
+    from aiayn.convert.hf_bert import config_to_hf
+
+    return config_to_hf(config, list(meta.get("labels", [])))
+
+
+def _bert_weights(model: nn.Module) -> dict[str, Tensor]:
+    from aiayn.convert.hf_bert import to_hf_state_dict
+
+    return to_hf_state_dict(model)
+
+
+def _vit(config: Any, meta: dict[str, Any]) -> dict[str, Any]:
+    from aiayn.convert.hf_vit import config_to_hf
+
+    return config_to_hf(config, list(meta.get("classes", [])))
+
+
+def _vit_weights(model: nn.Module) -> dict[str, Tensor]:
+    from aiayn.convert.hf_vit import to_hf_state_dict
+
+    return to_hf_state_dict(model)
+
+
+# family -> (what it exports as, its config.json of a model config and the folder's meta, its
+# weights); the config names the exact class
+ConfigOf = Callable[[Any, dict[str, Any]], dict[str, Any]]
+WeightsOf = Callable[[nn.Module], dict[str, Tensor]]
+EXPORTERS: dict[str, tuple[str, ConfigOf, WeightsOf]] = {
+    TRANSLATION: ("MarianMTModel", _marian, _marian_weights),
+    LANGUAGE_MODEL: ("GPT2LMHeadModel", _gpt2, _gpt2_weights),
+    VIT: ("ViTForImageClassification", _vit, _vit_weights),
+    ENCODER: ("BERT", _bert, _bert_weights),
 }
 
 
@@ -94,9 +124,15 @@ def export_hf(folder: str | Path, out: str | Path) -> str:
     family = meta.get("family")
     if family not in EXPORTERS:
         what = FAMILIES[family].what if family in FAMILIES else f"family {family!r}"
-        known = ", ".join(f"{FAMILIES[f].what} -> {arch}" for f, (arch, _) in EXPORTERS.items())
+        known = ", ".join(f"{FAMILIES[f].what} -> {arch}" for f, (arch, *_) in EXPORTERS.items())
         raise UserError(f"{folder}: {what} has no Hugging Face export yet (exported: {known})")
-    config, state = EXPORTERS[family][1](model, meta)
+    _, config_of, weights_of = EXPORTERS[family]
+    config, state = config_of(model.config, meta), weights_of(model)
+    # an imported model: the folder it came from, its vocabulary at the original ids
+    original = restore(meta, model.config, lambda c: config_of(c, meta), state,
+                       str(folder / "config.json"))
+    if original is not None:
+        config, state, kept = original
     config["aiayn"] = {"exported_from": str(folder), "family": family}
     if family == TRANSLATION and meta.get("generation"):  # an imported model's own search
         config["aiayn"]["own_search"] = True
@@ -104,7 +140,7 @@ def export_hf(folder: str | Path, out: str | Path) -> str:
         ids = dict(meta.get("special_ids", {}))
     else:  # aiayn's (data/special.py), or an imported model's own (GPT-2's <|endoftext|>)
         ids = {"bos": BOS, "eos": EOS, "pad": PAD, **meta.get("special_ids", {})}
-    if family in (TRANSLATION, LANGUAGE_MODEL):
+    if family in (TRANSLATION, LANGUAGE_MODEL) and original is None:
         config.update({f"{k}_token_id": v for k, v in ids.items()
                        if k not in ("unk", "mask") and v is not None})  # (the tokenizer's two)
     if family != VIT and not (folder / TOKENIZER_FILE).is_file():
@@ -118,7 +154,10 @@ def export_hf(folder: str | Path, out: str | Path) -> str:
         atomic_write(out / "model.safetensors",
                      lambda tmp: save_file(state, str(tmp), metadata={"format": "pt"}))
         atomic_write_text(out / "config.json", json.dumps(config, indent=2, sort_keys=True) + "\n")
-        if family == VIT:
+        if original is not None:  # its own files, as they came
+            for name, data in kept.items():
+                atomic_write(out / name, lambda tmp, data=data: tmp.write_bytes(data))
+        elif family == VIT:
             _write_image_processor(out, model)
         else:
             if family != ENCODER:

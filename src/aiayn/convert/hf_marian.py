@@ -22,7 +22,9 @@ so the exported model computes the same logits.
 The import (`aiayn import hf-marian`) undoes the renumbering and maps the vocabulary onto aiayn's
 fixed special ids (vocabulary_order); OPUS-MT's tokenizer files (vocab.json + source.spm) become
 an aiayn tokenizer (build_tokenizer, convert/spm.py), and the folder notes that the source ends
-in </s> (meta "source_eos"), as Marian's tokenizer makes it.
+in </s> (meta "source_eos"), as Marian's tokenizer makes it. It keeps the Marian folder's
+config.json and tokenizer files (meta "hf_original"), and the export of an imported Marian gives
+that folder back, at Marian's ids (convert/hf_original.py).
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from torch import Tensor
 
 from aiayn.config import TransformerConfig
 from aiayn.convert import TO_HF_ACTIVATION, activation_from_hf, read_hf_folder, require_model_type
+from aiayn.convert.hf_original import KEY, keep
 from aiayn.convert.hf_seq2seq import check_shape, from_hf_weights, to_hf_weights, weight_getter
 from aiayn.data.special import BOS, EOS, PAD, SPECIAL_TOKENS, UNK_TOKEN
 from aiayn.errors import UserError
@@ -308,7 +311,8 @@ def load_hf_folder(folder: Path) -> tuple[Transformer, Any, dict[str, Any]]:
     model = Transformer(config)
     model.load_state_dict(from_hf_state_dict(state, config, order, str(folder)))
     hf, source_eos = build_tokenizer(folder, kind, tokens, order)
-    meta: dict[str, Any] = {"source_eos": source_eos}
+    meta: dict[str, Any] = {"source_eos": source_eos,
+                            KEY: keep(folder, hf_config, config, order)}  # export gives it back
     if "aiayn" not in hf_config:  # a Marian model's own search (aiayn's exports keep §6.1's)
         meta["generation"] = generation_from_hf(folder, hf_config)
     return model.eval(), hf, meta

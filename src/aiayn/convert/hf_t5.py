@@ -22,8 +22,11 @@ Marian import does (hf_marian.vocabulary_order): T5 has <pad> = 0, </s> = 1, <un
 starts the decoder with <pad>; aiayn has <pad> 0, <s> 1, </s> 2, <unk> 3. The <pad> row is used
 twice, as aiayn's padding and as its <s>, and every other id moves up by one. The tokenizer
 (tokenizer.json, or spiece.model, SentencePiece) is renumbered the same way, and the folder
-notes that the source ends in </s> (meta "source_eos"), as T5's tokenizer makes it. The export
-(`aiayn export hf`) writes aiayn's ids as they are (the decoder starts from <s>).
+notes that the source ends in </s> (meta "source_eos"), as T5's tokenizer makes it, and keeps
+the T5 folder's config.json and tokenizer files (meta "hf_original", convert/hf_original.py).
+The export (`aiayn export hf`) of an imported T5 gives that folder back, its rows at T5's ids
+again (aiayn's <s> row as T5's <pad>, its <pad> row dropped); a model aiayn trained exports with
+aiayn's ids as they are (the decoder starts from <s>).
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ from torch import Tensor
 
 from aiayn.config import TransformerConfig
 from aiayn.convert import FROM_HF_ACTIVATION, TO_HF_ACTIVATION, read_hf_folder, require_model_type
+from aiayn.convert.hf_original import KEY, keep
 from aiayn.convert.hf_seq2seq import check_shape, from_hf_weights, to_hf_weights, weight_getter
 from aiayn.data.special import BOS, EOS, PAD, SPECIAL_TOKENS, UNK_TOKEN
 from aiayn.errors import UserError
@@ -318,7 +322,8 @@ def load_hf_folder(folder: Path) -> tuple[Transformer, Any, dict[str, Any]]:
     model.load_state_dict(weights)
     with_specials = hf.encode("a", add_special_tokens=True).ids
     meta: dict[str, Any] = {"source_eos": bool(with_specials) and
-                            with_specials[-1] == ids.get("eos_token_id")}
+                            with_specials[-1] == ids.get("eos_token_id"),
+                            KEY: keep(folder, hf_config, config, order)}  # export gives it back
     exported = hf_config.get("aiayn")
     if not isinstance(exported, dict) or exported.get("own_search"):
         # a T5 model's own search, also through aiayn's export (aiayn's own keep §6.1's)
