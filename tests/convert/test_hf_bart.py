@@ -123,9 +123,10 @@ def test_an_imported_bart_has_the_same_tokens_logits_and_translations(hf_bart_fo
             assert mt.translate(text)[0] == hf_tok.decode(hf_out[0], skip_special_tokens=True), text
             same, longest = same + 1, max(longest, len(ended))
     assert same >= 3 and longest >= 5  # not only translations that end at once
-    # eval's teacher-forced score: the target after </s>, as BART's loss with these labels
+    # the teacher-forced score: BART's labels <s> ... </s> (test_score_is_transformers_loss...)
     target = "the small dog"
-    labels = torch.tensor([mt.tokenizer.encode(target) + [EOS]])
+    labels = torch.tensor([hf_tok(text_target=target)["input_ids"]])
+    assert labels[0, 0] == 0 and labels[0, -1] == EOS
     with torch.no_grad():
         hf_loss = float(hf(**hf_tok([sentences[0]], return_tensors="pt"), labels=labels).loss)
     scored = mt.score([sentences[0]], [target])[0]
@@ -419,3 +420,31 @@ def test_a_translator_trained_from_the_bart_tiny_preset_exports_as_a_bart(tmp_pa
     with torch.no_grad():
         ours, theirs = mt.model(src, tgt_in), hf(input_ids=src, decoder_input_ids=tgt_in).logits
     assert (ours - theirs).abs().max() <= 1e-4 and ours.std() > 0.1
+
+
+def _summed_log_likelihood(hf, hf_tok, source: str, target: str) -> tuple[float, int]:
+    """transformers' log-likelihood of the target: its loss on the labels its tokenizer makes
+    (text_target), the decoder reading them shifted right after decoder_start_token_id, times
+    their count (the loss is their mean)."""
+    labels = torch.tensor([hf_tok(text_target=target)["input_ids"]])
+    with torch.no_grad():
+        loss = hf(**hf_tok([source], return_tensors="pt"), labels=labels).loss
+    return float(-loss * labels.shape[1]), labels.shape[1]
+
+
+def test_score_is_transformers_summed_log_likelihood_in_float64(hf_bart_folder, tmp_path):
+    """Translator.score of an imported BART scores BART's own target layout, labels <s> ... </s>
+    and decoder input </s> <s> ...: what transformers' loss sums, in float64 to 1e-6, for pairs
+    of several lengths scored in one padded batch."""
+    folder, sentences = hf_bart_folder
+    assert main(["import", "hf-bart", str(folder), "--out", str(tmp_path / "mt")]) == 0
+    mt = aiayn.load(tmp_path / "mt")
+    mt.model.double()
+    hf, hf_tok = _hf(folder)
+    hf.double()
+    sources, targets = sentences[:6], [sentences[9], "a", *sentences[5:9]]
+    scored = mt.score(sources, targets)
+    for (source, target), ours in zip(zip(sources, targets, strict=True), scored, strict=True):
+        theirs, n = _summed_log_likelihood(hf, hf_tok, source, target)
+        assert ours["tokens"] == n and abs(ours["logprob"] - theirs) <= 1e-6, (target, ours, theirs)
+    assert len({round(s["logprob"], 3) for s in scored}) == len(scored)  # not one number

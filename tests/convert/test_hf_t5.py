@@ -157,6 +157,27 @@ def test_a_t5_folder_imports_with_the_same_ids_and_logits(imported_t5):
     assert ours(torch.float32).std() > 1
 
 
+def test_score_is_transformers_summed_log_likelihood_in_float64(imported_t5):
+    """Translator.score of an imported T5: the labels T5's tokenizer makes (... </s>), the
+    decoder reading them after <pad> (aiayn's <s>), summed as transformers' loss sums them, in
+    float64 to 1e-6, for pairs of several lengths scored in one padded batch."""
+    folder, out = imported_t5
+    hf = transformers.T5ForConditionalGeneration.from_pretrained(folder).eval().double()
+    hf_tok = transformers.AutoTokenizer.from_pretrained(folder)
+    mt = aiayn.load(out)
+    mt.model.double()
+    sources, targets = SENTENCES[:5], [SENTENCES[9], "a", *SENTENCES[6:9]]
+    scored = mt.score(sources, targets)
+    for source, target, ours in zip(sources, targets, scored, strict=True):
+        labels = torch.tensor([hf_tok(text_target=target)["input_ids"]])
+        with torch.no_grad():
+            loss = hf(**hf_tok([source], return_tensors="pt"), labels=labels).loss
+        theirs = float(-loss * labels.shape[1])
+        assert ours["tokens"] == labels.shape[1] and abs(ours["logprob"] - theirs) <= 1e-6, \
+            (target, ours, theirs)
+    assert len({round(s["logprob"], 3) for s in scored}) == len(scored)  # not one number
+
+
 def _ended(ids: list[int], cap: int) -> bool:
     return 1 in ids[:cap - 1]  # T5's </s> before the cap: the whole output
 

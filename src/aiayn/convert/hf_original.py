@@ -84,6 +84,18 @@ def _order(runs: Any, where: str) -> list[int]:
     return [i for first, count in runs for i in range(first, first + count)]
 
 
+def repeated_ids(meta: dict[str, Any]) -> list[int]:
+    """The aiayn ids of an imported model whose HF row a later aiayn id is too (T5's and
+    Marian's: aiayn's <pad>, whose row is also its <s>). The model's distribution is the
+    original's over the other ids: the original counts that row once in its softmax."""
+    kept = meta.get(KEY)
+    if not isinstance(kept, dict) or "rows" not in kept:
+        return []
+    order = _order(kept["rows"], KEY)
+    last = {theirs: mine for mine, theirs in enumerate(order)}
+    return [mine for mine, theirs in enumerate(order) if last[theirs] != mine]
+
+
 def file_bytes(entry: Any, name: str, where: str) -> bytes:
     """The bytes of one kept file (meta "hf_original" files[name])."""
     if isinstance(entry, dict) and isinstance(entry.get("text"), str):
@@ -146,4 +158,5 @@ def restore(meta: dict[str, Any], model_config: Any, to_hf: Callable[[Any], dict
     return config, state, files
 
 
-__all__ = ["KEPT_FILES", "KEY", "file_bytes", "keep", "original_rows", "restore"]
+__all__ = ["KEPT_FILES", "KEY", "file_bytes", "keep", "original_rows", "repeated_ids",
+           "restore"]

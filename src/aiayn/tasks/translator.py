@@ -178,31 +178,53 @@ class Translator:
                      **self.length_limits(min_length))
         return [self.tokenizer.decode(t) for t in out]
 
+    def encode_target(self, text: str) -> list[int]:
+        """The target ids a model is trained to produce before </s>: the subwords of `text`;
+        for an imported BART (meta "source_bos") <s> first, as BartTokenizer makes every
+        sequence, labels too (text_target: <s> ... </s>), and transformers' BART computes its
+        loss on; for a model whose outputs start with a forced token (forced_bos) that token."""
+        ids = self.tokenizer.encode(text.strip())
+        forced = self.special.get("forced_bos")
+        if self.meta.get("source_bos"):
+            return [self.special["bos"], *ids]
+        return ids if forced is None else [forced, *ids]
+
     @torch.no_grad()
     def score(self, sources: Sequence[str], targets: Sequence[str],
               batch_size: int = 64) -> list[dict[str, float]]:
         """Teacher-forced log-likelihood of each target given its source (fairseq-generate's
-        --score-reference): per pair {"logprob": sum of log p over the target's subwords and
-        </s> (after the <s> a BART model with forced_bos starts with) (nats), "tokens": how
-        many}. Sentences longer than max_len are cut to it.
+        --score-reference): per pair {"logprob": sum of log p over the target's ids
+        (encode_target's: BART's <s> first) and </s> (nats), "tokens": how many}. The decoder
+        reads them shifted right after the decoder's start (§3.1; BART: </s> <s> ..., as
+        transformers' shift_tokens_right with decoder_start_token_id), and an imported T5's or
+        Marian's <pad> row, which the import made its <s> as well, counts once in the softmax
+        (convert/hf_original.repeated_ids), so an imported model scores what transformers'
+        loss on the same labels sums. Sentences longer than max_len are cut to it. Computed in
+        the model's dtype, at least float32.
 
         The sum is the log-probability of the whole target string, so it compares models whose
         tokenizers differ (as per-token perplexity does not)."""
         if len(sources) != len(targets):
             raise UserError(f"{len(sources)} sources but {len(targets)} targets")
+        from aiayn.convert.hf_original import repeated_ids
+
         limit, special = self.model.config.max_len, self.special
-        first = [] if special.get("forced_bos") is None else [special["forced_bos"]]
-        pairs = [(self.fit_source(self.encode_source(s)),
-                  (first + self.tokenizer.encode(t.strip()))[:limit - 1])
+        repeated = repeated_ids(self.meta)  # an imported T5's or Marian's <pad>: also its <s>
+        pairs = [(self.fit_source(self.encode_source(s)), self.encode_target(t)[:limit - 1])
                  for s, t in zip(sources, targets, strict=True)]
         out: list[dict[str, float]] = []
         for start in range(0, len(pairs), batch_size):
-            batch = collate(pairs[start:start + batch_size], special["pad"],
-                            special["decoder_start"], special["eos"])
+            chunk = pairs[start:start + batch_size]
+            batch = collate(chunk, special["pad"], special["decoder_start"], special["eos"])
             logits = self.model(batch.src.to(self.device), batch.tgt_in.to(self.device))
-            logp = torch.log_softmax(logits.float(), dim=-1)
+            logits[..., repeated] = float("-inf")  # T5's <pad> row counted once, as T5 does
+            logp = torch.log_softmax(logits, dim=-1,
+                                     dtype=torch.promote_types(logits.dtype, torch.float32))
             tgt = batch.tgt_out.to(self.device)
-            pad = tgt == special["pad"]
+            # the padding collate put past each target's </s> (by length: a target may hold
+            # the <pad> token itself)
+            lengths = torch.tensor([len(t) + 1 for _, t in chunk], device=self.device)
+            pad = torch.arange(tgt.shape[1], device=self.device) >= lengths[:, None]
             token_lp = logp.gather(-1, tgt.unsqueeze(-1)).squeeze(-1).masked_fill(pad, 0)
             for row, n in zip(token_lp.sum(-1).tolist(), (~pad).sum(-1).tolist(),
                               strict=True):
