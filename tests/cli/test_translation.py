@@ -335,6 +335,27 @@ def test_real_process_errors_and_invalid_utf8_stdin(trained):
     assert proc.stdout == b""
 
 
+@pytest.mark.parametrize("command", ["translate", "summarize", "eval"])
+def test_invalid_utf8_in_an_argument_or_on_summarize_stdin_is_one_line(trained, command):
+    """A TEXT argument (or any other) that is not UTF-8, and `summarize -` reading bytes that are
+    not, were TypeError tracebacks from the tokenizer: now one line, exit 2, nothing printed."""
+    tmp, _, model = trained
+    cases = [([command, "--model", str(model), b"1 \xff 2"], b"",
+              "argument 4 ('1 ? 2'): invalid UTF-8 (byte 0xff)")]
+    if command == "summarize":
+        cases.append(([command, "--model", str(model), "-"], b"1 2\n3 \xe2\x28\n",
+                      "<stdin>:2: invalid UTF-8 (byte 0xe2)"))
+    if command == "eval":
+        cases = [([command, "--model", str(model), "--src", tmp / "valid.src", "--ref",
+                   os.fsencode(tmp) + b"/\xff.tgt"], b"", "invalid UTF-8 (byte 0xff)")]
+    for argv, stdin, message in cases:
+        argv = [sys.executable, "-m", "aiayn", *argv]
+        proc = subprocess.run(argv, input=stdin, capture_output=True, timeout=120)
+        err = proc.stderr.decode()
+        assert proc.returncode == 2 and err.count("\n") == 1 and message in err, err
+        assert proc.stdout == b""
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("sig, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
 def test_ctrl_c_or_sigterm_saves_and_exits_then_resume_finishes(tmp_path, sig, code):

@@ -94,6 +94,14 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _main(argv: list[str] | None) -> int:
+    from aiayn.cli.common import check_arguments
+
+    argv = sys.argv[1:] if argv is None else argv
+    try:
+        check_arguments(argv)
+    except UserError as e:
+        print(f"aiayn: error: {e}", file=sys.stderr)
+        return 2
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):

@@ -156,22 +156,40 @@ def device(text: str) -> str:
         raise argparse.ArgumentTypeError(str(e).removeprefix(f"device={text!r}: ")) from None
 
 
-def read_stdin_lines() -> list[str]:
-    """The lines of standard input (UTF-8, a BOM and CRLF endings allowed). On a terminal, a
-    hint says what is awaited and how to end it."""
+def read_stdin_text() -> str:
+    """Standard input as text (UTF-8, a BOM allowed); invalid UTF-8 is one line naming the line
+    and the byte. On a terminal, a hint says what is awaited and how to end it."""
     if sys.stdin.isatty():
-        print("reading from the terminal, one per line; end with Ctrl-D (or pass them as "
-              "arguments)", file=sys.stderr)
+        print("reading from the terminal; end with Ctrl-D (or pass the text as an argument)",
+              file=sys.stderr)
     data = sys.stdin.buffer.read()
     try:
-        text = data.decode("utf-8-sig")
+        return data.decode("utf-8-sig")
     except UnicodeDecodeError as e:
         line = data[:e.start].count(b"\n") + 1
         raise UserError(f"<stdin>:{line}: invalid UTF-8 (byte 0x{data[e.start]:02x})") from None
-    lines = text.split("\n")
+
+
+def read_stdin_lines() -> list[str]:
+    """The lines of standard input (UTF-8, a BOM and CRLF endings allowed)."""
+    lines = read_stdin_text().split("\n")
     if lines and lines[-1] == "":
         lines.pop()
     return [line.removesuffix("\r") for line in lines]
+
+
+def check_arguments(argv: list[str]) -> None:
+    """Every argument decodes as UTF-8: Python hands an undecodable byte over as a lone
+    surrogate (surrogateescape), which fails later, deep in a tokenizer, as a traceback."""
+    for i, arg in enumerate(argv, 1):
+        try:
+            arg.encode("utf-8")
+        except UnicodeEncodeError as e:
+            char = arg[e.start]
+            byte = f"byte 0x{ord(char) - 0xDC00:02x}" if 0xDC80 <= ord(char) <= 0xDCFF \
+                else f"character U+{ord(char):04X}"
+            shown = arg.encode("utf-8", "replace").decode()
+            raise UserError(f"argument {i} ({shown[:40]!r}): invalid UTF-8 ({byte})") from None
 
 
 def writable_file(option: str, path: str, inputs: dict[str, str | None] | None = None) -> None:

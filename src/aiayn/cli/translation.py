@@ -30,6 +30,7 @@ from aiayn.cli.common import (
     non_negative_int,
     positive_int,
     read_stdin_lines,
+    read_stdin_text,
     report_training,
     runs_model,
     split_overrides,
@@ -248,7 +249,7 @@ def _translate(args: argparse.Namespace) -> int:
 def _summarize(args: argparse.Namespace) -> int:
     """`translate` over whole texts: a summarizer is an encoder-decoder trained on (text, summary)
     pairs, whose texts (stdlib-docstrings' bodies) are single lines."""
-    args.sentences = [" ".join((sys.stdin.read() if text == "-" else text).split())
+    args.sentences = [" ".join((read_stdin_text() if text == "-" else text).split())
                       for text in args.texts]
     return _translate(args)
 

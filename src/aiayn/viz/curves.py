@@ -33,7 +33,11 @@ def read_metrics(folder: str | Path) -> list[dict[str, Any]]:
     if not path.is_file():
         raise UserError(f"{path}: no metrics log (train a model into this folder first)")
     rows = []
-    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as e:
+        raise UserError(f"{path}: not UTF-8 text ({e.reason} at byte {e.start})") from None
+    for n, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
         try:
