@@ -60,16 +60,21 @@ def resolve_precision(precision: str, device: str) -> tuple[str, str]:
     test_mixed_precision_trains_like_fp32): CUDA GPUs with bf16 support, and CPUs with
     AVX512-BF16 or AMX-bf16 (on this project's 2-core machine matmuls run 2.1-3x and a whole
     training run 1.1-1.5x as fast as fp32, except tiny models: benchmarks/RESULTS.md, "Training
-    on the CPU in bf16"). Elsewhere fp32."""
+    on the CPU in bf16"). Elsewhere fp32. `why` is "set" for a precision used as given, and says
+    otherwise what was chosen and why, or that bf16 is emulated on this CPU."""
     import torch
 
+    if precision == "bf16" and device == "cpu" and not cpu_has_bf16():
+        return "bf16", ("set; emulated: this CPU has no AVX512-BF16 or AMX, so bf16 runs slower "
+                        "than fp32 here")
     if precision != "auto":
         return precision, "set"
     if device.startswith("cuda") and torch.cuda.is_bf16_supported():
         return "bf16", "auto: the GPU computes bf16"
     if device == "cpu" and cpu_has_bf16():
         return "bf16", "auto: the CPU computes bf16"
-    return "fp32", "auto"
+    lacks = "this CPU has no AVX512-BF16 or AMX" if device == "cpu" else f"{device}: no bf16"
+    return "fp32", f"auto: {lacks}"
 
 
 def launched() -> bool:

@@ -623,7 +623,7 @@ def test_summarize_is_translate_over_whole_texts(trained, capsys, monkeypatch):
     assert code == 0
     code, got, _ = run(capsys, "summarize", "--model", model, "1 2\n 3", "4   5")
     assert code == 0 and got == want
-    monkeypatch.setattr("sys.stdin", io.StringIO("1\n2\n3\n"))
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(b"1\n2\n3\n")))
     code, got, _ = run(capsys, "summarize", "--model", model, "-")
     assert code == 0 and got == want.splitlines(keepends=True)[0]
 
@@ -649,3 +649,25 @@ def test_eval_writes_its_hyp_over_no_input_and_into_no_model_folder(trained, cap
     assert ("an input of this command" in err) if target not in ("weights", "checkpoint") \
         else ("inside the model folder" in err)
     assert folder_digest(model) == before and (src.read_bytes(), ref.read_bytes()) == inputs
+
+
+def test_the_precision_that_ran_is_stated_and_idle_engine_flags_are_refused(trained, capsys,
+                                                                          monkeypatch):
+    """`--precision auto` said nothing of its choice and eval --json recorded "auto"; bf16 on a
+    CPU without bf16 ran emulated unsaid; --ct2-compute-type without the engine was ignored."""
+    from aiayn import devices
+
+    tmp, _, model = trained
+    files = ["--src", tmp / "valid.src", "--ref", tmp / "valid.tgt"]
+    for native, chosen in ((True, "bf16"), (False, "fp32")):
+        monkeypatch.setattr(devices, "cpu_has_bf16", lambda native=native: native)
+        code, out, err = run(capsys, "eval", "--model", model, *files, "--json", "--device", "cpu",
+                             "--precision", "auto")
+        assert code == 0 and f"aiayn: precision {chosen} (auto: " in err
+        scores = json.loads(out)
+        assert (scores["precision"], scores["precision_asked"]) == (chosen, "auto")
+    code, out, err = run(capsys, "translate", "--model", model, "1 2", "--device", "cpu",
+                         "--precision", "bf16")
+    assert code == 0 and "aiayn: warning: precision bf16 (set; emulated" in err
+    code, out, err = run(capsys, "translate", "--model", model, "1 2", "--ct2-compute-type", "int8")
+    assert code == 2 and out == "" and "add --engine ctranslate2" in err

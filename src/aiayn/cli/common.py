@@ -133,6 +133,34 @@ def precision_context(args: argparse.Namespace):
     return torch.autocast(torch.device(args.device).type, dtype=dtype)
 
 
+def stated_precision(args: argparse.Namespace) -> str:
+    """The precision --precision resolves to on --device (args.precision_run, for --json),
+    stated on stderr when it is not the plain fp32 asked for: auto's choice, or bf16 emulated
+    on a CPU without bf16 instructions."""
+    from aiayn.devices import resolve_precision
+
+    chosen, why = resolve_precision(args.precision, str(args.device))
+    args.precision_run = chosen
+    if "emulated" in why:
+        warn(f"precision {chosen} ({why})")
+    elif why != "set":
+        print(f"aiayn: precision {chosen} ({why})", file=sys.stderr)
+    return chosen
+
+
+def check_engine_options(args: argparse.Namespace) -> None:
+    """Options that have no effect with the chosen --engine are refused, not ignored."""
+    if args.engine == "ctranslate2":
+        if args.precision != "fp32":
+            raise UserError(f"--precision {args.precision} is for --engine torch; with --engine "
+                            "ctranslate2 use --ct2-compute-type (e.g. bfloat16, int8)")
+        if args.ct2_compute_type is None:
+            args.ct2_compute_type = "default"
+    elif args.ct2_compute_type is not None:
+        raise UserError(f"--ct2-compute-type {args.ct2_compute_type} sets CTranslate2's compute "
+                        "type: add --engine ctranslate2 (or use --precision with torch)")
+
+
 def runs_model(func: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
     """A command function that runs a model: the whole command under its --precision."""
     import functools
@@ -156,11 +184,11 @@ def device(text: str) -> str:
         raise argparse.ArgumentTypeError(str(e).removeprefix(f"device={text!r}: ")) from None
 
 
-def read_stdin_text() -> str:
+def read_stdin_text(what: str = "") -> str:
     """Standard input as text (UTF-8, a BOM allowed); invalid UTF-8 is one line naming the line
-    and the byte. On a terminal, a hint says what is awaited and how to end it."""
+    and the byte. On a terminal, a hint says what is awaited (`what`) and how to end it."""
     if sys.stdin.isatty():
-        print("reading from the terminal; end with Ctrl-D (or pass the text as an argument)",
+        print(f"reading from the terminal{what}; end with Ctrl-D (or pass them as arguments)",
               file=sys.stderr)
     data = sys.stdin.buffer.read()
     try:
@@ -172,7 +200,7 @@ def read_stdin_text() -> str:
 
 def read_stdin_lines() -> list[str]:
     """The lines of standard input (UTF-8, a BOM and CRLF endings allowed)."""
-    lines = read_stdin_text().split("\n")
+    lines = read_stdin_text(", one per line").split("\n")
     if lines and lines[-1] == "":
         lines.pop()
     return [line.removesuffix("\r") for line in lines]

@@ -29,8 +29,10 @@ from aiayn.cli.common import (
     finite_float,
     non_negative_int,
     positive_int,
+    check_engine_options,
     read_stdin_lines,
     read_stdin_text,
+    stated_precision,
     report_training,
     runs_model,
     split_overrides,
@@ -135,7 +137,7 @@ def _model_args(p: argparse.ArgumentParser) -> None:
                         "C++ engine, pip install aiayn[ct2]: the same search settings and "
                         "output; the folder keeps its export in ctranslate2/, written on first "
                         "use)")
-    p.add_argument("--ct2-compute-type", default="default", metavar="TYPE",
+    p.add_argument("--ct2-compute-type", default=None, metavar="TYPE",
                    help="with --engine ctranslate2: the weights' type as CTranslate2 loads them: "
                         "default (float32, as exported), int8, int8_float32, int16, float16, "
                         "bfloat16, ...")
@@ -181,18 +183,15 @@ def _load_translator(args: argparse.Namespace):
     --threads threads (intra_threads)."""
     from aiayn.tasks.translator import Translator
 
+    check_engine_options(args)
     if args.engine != "ctranslate2":
-        from aiayn.devices import resolve_precision
-
         translator = Translator.load(args.model, device=args.device, checkpoint=args.checkpoint)
-        chosen, _ = resolve_precision(args.precision, args.device)
+        chosen = stated_precision(args)
         # bf16 / int8: a copy of the model with its weights so (fp16: autocast, runs_model).
         return translator.to_precision(chosen) if chosen in ("bf16", "int8") else translator
     from aiayn.generation.workers import resolve_workers
 
-    if args.precision != "fp32":
-        raise UserError(f"--precision {args.precision} is for --engine torch; with --engine "
-                        "ctranslate2 use --ct2-compute-type (e.g. bfloat16, int8)")
+    args.precision_run = f"ctranslate2 {args.ct2_compute_type}"
     workers = resolve_workers(args.workers, args.device)
     inter, intra = (workers, 1) if workers > 1 else (1, args.threads or _threads())
     return Translator.load(args.model, device=args.device, checkpoint=args.checkpoint,
@@ -284,8 +283,8 @@ def _eval(args: argparse.Namespace) -> int:
                   tokens_per_s=round(out_tokens / seconds, 1),
                   **{**_decode_opts(args), **search, "workers": workers,
                      "min_length": translator.length_limits(args.min_length)["min_length"]},
-                  threads=_threads(), device=args.device, precision=args.precision,
-                  engine=args.engine)
+                  threads=_threads(), device=args.device, precision=args.precision_run,
+                  precision_asked=args.precision, engine=args.engine)
     if args.engine == "ctranslate2":  # its batches side by side and threads each
         inter, intra = translator.engine.threads
         scores.update(ct2_compute_type=args.ct2_compute_type, ct2_inter_threads=inter,
@@ -303,7 +302,8 @@ def _eval(args: argparse.Namespace) -> int:
             print(f"ROUGE-1 {scores['rouge1']:.2f}  ROUGE-2 {scores['rouge2']:.2f}  ROUGE-L "
                   f"{scores['rougeL']:.2f}  (F-measure, Porter stemmer; rouge-score)")
         print(f"speed {scores['sentences_per_s']:.1f} sentences/s, {scores['tokens_per_s']:.0f} "
-              f"tokens/s (beam {search['beam']}, batch {args.batch_size})")
+              f"tokens/s (beam {search['beam']}, batch {args.batch_size}, precision "
+              f"{args.precision_run}, {args.device})")
     return 0
 
 

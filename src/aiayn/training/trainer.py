@@ -148,7 +148,7 @@ class Trainer(TrainerState, Progress):
                    dynamic_ncols=True, unit="step",
                    leave=False, mininterval=0.5)
         self._start, self._first_step = start, self.step
-        if self._precision_note and self.precision != "fp32":
+        if self._precision_note:  # auto's choice, or bf16 emulated on this CPU
             self._say(self._precision_note)
         window = {"loss": 0.0, "tokens": 0, "sums": {}, "t": time.monotonic()}
         timed_saves = self._final_save_times()
