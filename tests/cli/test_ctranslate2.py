@@ -95,7 +95,7 @@ def test_eval_json_reports_the_engine_and_the_same_scores(trained, capsys):
 
 @pytest.mark.parametrize("argv, named", [
     (["--precision", "bf16"], "--precision bf16 is for --engine torch"),
-    (["--early-stopping", "current_length"], "--early-stopping current_length"),
+    (["--early-stopping", "current_length"], "--early-stopping current_length, or an imported"),
     (["--ct2-compute-type", "int3"], "--ct2-compute-type int3"),
 ])
 def test_what_the_ctranslate2_engine_cannot_do_is_refused_in_one_line(tmp_path, capsys, argv,
@@ -122,3 +122,18 @@ def test_serve_passes_the_engine_to_the_explorer(tmp_path, monkeypatch):
                  "--ct2-compute-type", "int8"]) == 0
     engine = served["model"].obj.engine
     assert engine is not None and engine.compute_type == "int8"
+
+
+def test_a_refusal_of_the_models_own_search_names_where_it_came_from(tmp_path, capsys):
+    """An imported model's own search (generation_config.json, early_stopping false: HF's
+    current_length) was refused naming --early-stopping, which the user never gave: the
+    message now names the model's own settings too, and the flag that overrides them works."""
+    folder = random_folder(tmp_path / "m")
+    meta = json.loads((folder / "config.json").read_text())
+    meta["generation"] = {"beam": 4, "early_stopping": "current_length"}
+    (folder / "config.json").write_text(json.dumps(meta))
+    code, _, err = run(capsys, "translate", "--model", folder, "--engine", "ctranslate2", "1 2")
+    assert code == 2 and "imported model's own generation_config.json" in err, err
+    code, out, _ = run(capsys, "translate", "--model", folder, "--engine", "ctranslate2",
+                       "--early-stopping", "exact", "1 2")
+    assert code == 0 and len(out.splitlines()) == 1

@@ -175,14 +175,19 @@ def _reported():
 def _check_mapped(beam: int, early_stopping: str, ngram: int, forced_first_id: int | None):
     """A one-line UserError for a search setting the engine does not map."""
     if early_stopping == "current_length" and beam > 1:
-        raise UserError("--early-stopping current_length (HF's heuristic) has no CTranslate2 "
-                        "equivalent: use exact or first_k")
+        # an imported model's generation_config.json sets it (early_stopping false) unasked
+        raise UserError("the search's stopping rule current_length (HF's heuristic: "
+                        "--early-stopping current_length, or an imported model's own "
+                        "generation_config.json with early_stopping false) has no CTranslate2 "
+                        "equivalent: pass --early-stopping exact or first_k")
     if ngram and beam > 1:
         raise UserError("--no-repeat-ngram-size with a beam is not mapped onto CTranslate2 (it "
                         "bans the n-grams before its softmax, aiayn after: the beam's scores "
                         "differ); greedy (--beam 1) is")
     if forced_first_id is not None:
-        raise UserError("a forced first token (BART's forced_bos) is not mapped onto CTranslate2")
+        raise UserError("this model forces its first output token (an imported BART's "
+                        "forced_bos_token_id, from its config.json), which is not mapped onto "
+                        "CTranslate2: translate it with --engine torch")
 
 
 class CT2Decoder:
