@@ -1,13 +1,13 @@
 """Sizes checked before allocating, crafted folders refused in one line (issue 9)."""
 
 import json
-import time
 
 import pytest
 
 from aiayn import sizes
 from aiayn.cli import main
 from aiayn.config import DecoderLMConfig, TransformerConfig, ViTConfig
+from aiayn.errors import UserError
 from aiayn.models import DecoderLM, Transformer, VisionTransformer
 from tests.builders import run, write_config
 
@@ -52,12 +52,17 @@ def test_the_estimate_bounds_the_real_count_closely(config, model):
 
 @pytest.mark.parametrize("override", ["model.d_ff=2000000000", "model.n_layers=100000000",
                                       "model.max_len=1000000000"])
-def test_a_huge_training_config_is_refused_before_allocating(tmp_path, capsys, override):
-    start = time.monotonic()
+def test_a_huge_training_config_is_refused_before_allocating(tmp_path, capsys, override,
+                                                             monkeypatch):
+    from aiayn.tasks import translation
+
+    def built(*args, **kwargs):  # the refusal comes before the model is built
+        raise AssertionError("the model was built")
+
+    monkeypatch.setattr(translation, "Transformer", built)
     code, out, err = run(capsys, "train", write_config(tmp_path), override, "--out", tmp_path / "m")
     assert code == 2 and err.count("\n") == 1 and "Traceback" not in err
     assert "parameters need" in err and sizes.SKIP_ENV in err
-    assert time.monotonic() - start < 30
     assert not (tmp_path / "m").exists()
 
 
@@ -74,7 +79,7 @@ def test_the_check_can_be_skipped(monkeypatch):
     monkeypatch.setenv(sizes.SKIP_ENV, "1")
     sizes.check_fits(TransformerConfig(d_ff=2_000_000_000), "x", training=True)  # no error
     monkeypatch.delenv(sizes.SKIP_ENV)
-    with pytest.raises(Exception, match="parameters need"):
+    with pytest.raises(UserError, match="parameters need"):
         sizes.check_fits(TransformerConfig(d_ff=2_000_000_000), "x", training=True)
 
 
@@ -115,14 +120,14 @@ def test_many_thin_layers_are_refused_though_their_weights_are_small():
     """10^7 layers of width 2 are 2.4e8 weights (1 GB) but ~50 KiB of Python objects each."""
     config = DecoderLMConfig(vocab_size=10, d_model=2, n_heads=1, d_ff=2, n_layers=10**7, max_len=4)
     assert sizes.estimate_parameters(config) * sizes.LOAD_BYTES_PER_PARAM < 2**31
-    with pytest.raises(Exception, match="parameters need"):
+    with pytest.raises(UserError, match="parameters need"):
         sizes.check_fits(config, "x")
 
 
 def test_check_count_names_the_flag_the_need_and_the_bound(monkeypatch):
     monkeypatch.delenv(sizes.SKIP_ENV, raising=False)
     monkeypatch.setattr(sizes, "available_bytes", lambda device=None: 2**30)
-    with pytest.raises(Exception) as e:
+    with pytest.raises(UserError) as e:
         sizes.check_count("--num-samples", 10**9, 1000, "the batch")
     assert str(e.value) == ("--num-samples 1000000000: would need ~931.3 GiB for the batch; at "
                             "most 1,073,741 fit in the 1.0 GiB of memory available (set "

@@ -63,10 +63,10 @@ def fresh_copy_stream(batch_size, per_epoch=2048):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("precision", ["fp32", "bf16", "fp16"])
-def test_copy_task_is_learned_to_100_percent_in_under_a_minute(tmp_path, precision):
+def test_copy_task_is_learned_to_100_percent_in_600_updates(tmp_path, precision):
     """In every precision (bf16 / fp16 autocast on the CPU: correctness, not speed), on the
-    device train.device=auto picks (the GPU where there is one)."""
-    start = time.monotonic()
+    device train.device=auto picks (the GPU where there is one). Speed is the benchmarks'
+    (benchmarks/), not a wall-clock bound here."""
     model = tiny_model()
     # A cosine decay to 0 (not §5.3's schedule) lets the last steps settle on exact copies.
     cfg = quiet(max_steps=600, label_smoothing=0.0, lr_schedule="cosine", precision=precision)
@@ -78,8 +78,6 @@ def test_copy_task_is_learned_to_100_percent_in_under_a_minute(tmp_path, precisi
     exact = sum(o == s for o, s in zip(out, test, strict=True)) / len(test)
     assert exact == 1.0
     assert result.step == 600 and not result.interrupted
-    if precision == "fp32":
-        assert time.monotonic() - start < 60
 
 
 def _run(folder, max_steps, resume=False, interrupt_at_call=None, evaluate=None):
