@@ -1,7 +1,6 @@
 """The generic Trainer: learning a copy task, exact resume, Ctrl-C, logs."""
 
 import json
-import time
 
 import pytest
 import torch
