@@ -237,8 +237,9 @@ def test_an_imported_barts_special_ids_and_source_markers_map_onto_the_directory
     assert config["add_source_bos"] and config["add_source_eos"] and config["bos_token"] == tokens[0]
     sources, targets = [s for s, _ in PAIRS], [t for _, t in PAIRS]
     ours = mt.score(sources, targets)
-    pairs = [(mt.fit_source(mt.encode_source(s)), mt.tokenizer.encode(t)) for s, t in PAIRS]
+    pairs = [(mt.fit_source(mt.encode_source(s)), mt.encode_target(t)) for s, t in PAIRS]
     assert pairs[0][0][0] == 0 and pairs[0][0][-1] == 2  # <s> ... </s>, as BART reads them
+    assert pairs[0][1][0] == 0  # and the target <s> ..., as BART's labels (Translator.score)
     theirs = mt.engine.score_ids(pairs)
     assert max(abs(o["logprob"] - t["logprob"]) for o, t in zip(ours, theirs, strict=True)) < 1e-4
     ids = [p[0] for p in pairs]

@@ -31,6 +31,8 @@ as its fairseq and OpenNMT-py converters do) and keeps aiayn's conventions:
     scale_output (T5 v1.0)                  decoder.scale_outputs = d_model^-0.5
     embedding_norm (BART)                   layernorm_embedding
     output_bias (BART's final_logits_bias)  decoder.projection.bias
+    an imported T5's / Marian's <pad> row   decoder.projection.bias -1e4 on aiayn's <pad> column:
+      (also its <s>: convert/hf_original)   the row counted once in the softmax, as T5 counts it
 
 Every id keeps its row: the vocabularies are the tokenizer's tokens in id order (an embedding row
 past the tokenizer's last token gets a placeholder name), so aiayn's ids map one to one. An
@@ -139,6 +141,7 @@ def model_spec(model, meta: dict[str, Any], tokenizer, where: str = "the model")
     _set_stack(encoder, state, "encoder", cfg, model.src_embed, cross=False)
     _set_stack(decoder, state, "decoder", cfg, model.tgt_embed, cross=True)
     _linear(decoder.projection, state, "output")  # BART's final_logits_bias: its bias
+    _count_once(decoder.projection, state, meta, cfg.vocab_size)
     if cfg.scale_output:  # T5 v1.0: d_model^-0.5 on the decoder's output (tied projection)
         decoder.scale_outputs = cfg.d_model ** -0.5
     tokens = vocabulary(tokenizer, cfg.vocab_size)
@@ -232,6 +235,26 @@ def _attention(spec, state: dict, p: str, fused_qkv: bool, scaled: bool = True) 
         if bias is not None:
             linear.bias = bias
     _linear(spec.linear[-1], state, p + "out_proj")
+
+
+# The bias that leaves a column out of the softmax: finite (no -inf that turns into NaN in fp16),
+# e^-10000 is 0 in every precision.
+NEVER = -1e4
+
+
+def _count_once(projection, state: dict, meta: dict[str, Any], rows: int) -> None:
+    """An imported T5's or Marian's <pad> row, which the import made its <s> as well, counted
+    once in the softmax, as the original counts it and Translator.score does
+    (convert/hf_original.repeated_ids): a bias of NEVER on aiayn's <pad> column."""
+    import numpy as np
+
+    from aiayn.convert.hf_original import repeated_ids
+
+    repeated = repeated_ids(meta)
+    if repeated:
+        bias = state.get("output.bias", np.zeros(rows, dtype=np.float32)).copy()
+        bias[repeated] = NEVER
+        projection.bias = bias
 
 
 def _linear(spec, state: dict, name: str) -> None:
