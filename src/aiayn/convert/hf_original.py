@@ -143,10 +143,10 @@ def restore(meta: dict[str, Any], model_config: Any, to_hf: Callable[[Any], dict
             not isinstance(kept.get("model"), dict) or not isinstance(kept.get("files"), dict):
         raise UserError(f"{where}: {KEY}: expected config, model and files (of an import)")
     imported = type(model_config).from_dict(kept["model"])
-    if imported.vocab_size != model_config.vocab_size:
-        raise UserError(f"{where}: the model has {model_config.vocab_size} vocabulary rows, its "
-                        f"import {imported.vocab_size}: its original vocabulary cannot be "
-                        "given back")
+    rows = getattr(model_config, "vocab_size", None)  # (a ViT has none)
+    if getattr(imported, "vocab_size", None) != rows:
+        raise UserError(f"{where}: the model has {rows} vocabulary rows, its import "
+                        f"{imported.vocab_size}: its original vocabulary cannot be given back")
     then, now = to_hf(imported), to_hf(model_config)
     config = {**kept["config"], **{k: v for k, v in now.items() if then.get(k) != v}}
     if "rows" in kept:
