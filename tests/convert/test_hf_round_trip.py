@@ -149,3 +149,20 @@ def test_a_bart_comes_back_with_its_ids_config_and_tokenizer(
     decoder = torch.tensor([[2, 0, 9, 14, 7, 30]] * 3)  # </s> <s> ...
     assert_same_logits(transformers.BartForConditionalGeneration, folder, back,
                        decoder_input_ids=decoder, **batch)
+
+
+def test_a_kept_file_of_another_name_is_refused_nothing_written(
+        hf_bart_folder, tmp_path, capsys):  # noqa: F811
+    """The export writes only the names an import keeps: a folder whose meta names another
+    file (a path outside the export) is refused in one line, nothing written."""
+    folder, _ = hf_bart_folder
+    mt = tmp_path / "mt"
+    assert main(["import", "hf-bart", str(folder), "--out", str(mt)]) == 0
+    meta = json.loads((mt / "config.json").read_text())
+    meta["hf_original"]["files"]["../planted.json"] = {"text": "{}"}
+    (mt / "config.json").write_text(json.dumps(meta))
+    capsys.readouterr()
+    assert main(["export", "hf", "--model", str(mt), "--out", str(tmp_path / "hf")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "'../planted.json' is not a file an import keeps" in err, err
+    assert not (tmp_path / "hf").exists() and not (tmp_path / "planted.json").exists()

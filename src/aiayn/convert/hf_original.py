@@ -24,6 +24,7 @@ original.
 from __future__ import annotations
 
 import base64
+import binascii
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -31,7 +32,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from aiayn.errors import UserError
+from aiayn.errors import ConfigError, UserError
 
 KEY = "hf_original"  # the meta key
 # What a transformers folder holds besides config.json and the weights that `from_pretrained` of
@@ -101,7 +102,10 @@ def file_bytes(entry: Any, name: str, where: str) -> bytes:
     if isinstance(entry, dict) and isinstance(entry.get("text"), str):
         return entry["text"].encode("utf-8")
     if isinstance(entry, dict) and isinstance(entry.get("base64"), str):
-        return base64.b64decode(entry["base64"])
+        try:
+            return base64.b64decode(entry["base64"], validate=True)
+        except binascii.Error as e:
+            raise UserError(f"{where}: {KEY}.files[{name!r}]: not base64 ({e})") from None
     raise UserError(f"{where}: {KEY}.files[{name!r}]: expected {{\"text\": ...}} or "
                     "{\"base64\": ...}")
 
@@ -142,7 +146,13 @@ def restore(meta: dict[str, Any], model_config: Any, to_hf: Callable[[Any], dict
     if not isinstance(kept, dict) or not isinstance(kept.get("config"), dict) or \
             not isinstance(kept.get("model"), dict) or not isinstance(kept.get("files"), dict):
         raise UserError(f"{where}: {KEY}: expected config, model and files (of an import)")
-    imported = type(model_config).from_dict(kept["model"])
+    unknown = sorted(set(kept["files"]) - set(KEPT_FILES))
+    if unknown:  # never a path of its own choosing: only these names are written
+        raise UserError(f"{where}: {KEY}.files: {unknown[0]!r} is not a file an import keeps")
+    try:
+        imported = type(model_config).from_dict(kept["model"])
+    except ConfigError as e:
+        raise UserError(f"{where}: {KEY}.model: {e}") from None
     rows = getattr(model_config, "vocab_size", None)  # (a ViT has none)
     if getattr(imported, "vocab_size", None) != rows:
         raise UserError(f"{where}: the model has {rows} vocabulary rows, its import "
@@ -152,9 +162,6 @@ def restore(meta: dict[str, Any], model_config: Any, to_hf: Callable[[Any], dict
     if "rows" in kept:
         state = original_rows(state, _order(kept["rows"], where), where)
     files = {name: file_bytes(entry, name, where) for name, entry in kept["files"].items()}
-    unknown = sorted(set(files) - set(KEPT_FILES))
-    if unknown:  # never a path of its own choosing: only these names are written
-        raise UserError(f"{where}: {KEY}.files: {unknown[0]!r} is not a file an import keeps")
     return config, state, files
 
 
