@@ -72,12 +72,13 @@ def test_no_task_imports_another_task():
 @pytest.mark.parametrize("low, allowed", [
     ("nn", {"nn", "masks", "config", "errors"}),
     ("models", {"nn", "models", "masks", "config", "errors"}),
-    ("data", {"data", "errors", "config"}),
+    ("data", {"data", "errors", "config", "files"}),
     ("generation", {"generation", "data", "masks", "errors", "config"}),
     ("training", {"training", "data", "errors", "config", "devices", "folder", "families",
                   "models", "nn", "masks", "sizes", "lock"}),
     ("sizes", {"errors"}),
     ("lock", {"errors"}),
+    ("files", set()),
 ])
 def test_lower_layers_import_nothing_above_them(low, allowed):
     for name in (n for n in MODULES if layer(n) == low):

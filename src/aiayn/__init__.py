@@ -6,8 +6,7 @@ line start without loading torch until a command needs it (and Ctrl-C at start-u
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from aiayn.lazy import lazy_names
 
 __version__ = "0.1.0"
 _EXPORTS = {
@@ -22,14 +21,4 @@ _EXPORTS = {
 __all__ = [*sorted(_EXPORTS), "__version__"]
 
 
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'aiayn' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *_EXPORTS})
+__getattr__, __dir__ = lazy_names(__name__, _EXPORTS, globals())

@@ -15,11 +15,9 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import re
 import shutil
-import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -28,37 +26,21 @@ from safetensors.torch import load_file, save_file
 from torch import nn
 
 from aiayn.errors import UserError
+from aiayn.files import (  # noqa: F401 (the model folder's file helpers, as they were here)
+    CONFIG_FILE,
+    WEIGHTS_FILE,
+    atomic_path,
+    atomic_write,
+    atomic_write_text,
+    model_folder_around,
+)
 from aiayn.lock import LOCK_FILE, FolderBusy, holder, is_locked, writer_lock
 from aiayn.sizes import check_fits
 
-CONFIG_FILE = "config.json"
-WEIGHTS_FILE = "model.safetensors"
 TOKENIZER_FILE = "tokenizer.json"
 EXAMPLE_CHARS = 200  # config.json's "example": an input from the training data, for the explorer
 CHECKPOINT_DIR = "checkpoints"  # numbered weights: checkpoints/step_00001000.safetensors
 _STEP_RE = re.compile(r"^step_(\d+)\.safetensors$")
-
-@contextlib.contextmanager
-def atomic_path(path: str | Path) -> Iterator[Path]:
-    """Yield a temporary path beside `path`; on success it replaces `path` in one step."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    try:
-        yield Path(tmp)
-        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600: use the user's umask like open()
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
-
 
 def remove_stale_tmp(folder: str | Path) -> list[Path]:
     """Delete the temporary files a killed writer left (".NAME.XXXX.tmp", in the folder and its
@@ -70,17 +52,6 @@ def remove_stale_tmp(folder: str | Path) -> list[Path]:
     for p in stale:
         p.unlink(missing_ok=True)
     return stale
-
-
-def atomic_write_text(path: str | Path, text: str) -> None:
-    with atomic_path(path) as tmp:
-        tmp.write_text(text, encoding="utf-8")
-
-
-def atomic_write(path: str | Path, write: Callable[[Path], None]) -> None:
-    """Run write(tmp_path), then move the result into place atomically."""
-    with atomic_path(path) as tmp:
-        write(tmp)
 
 
 def folder_contents(folder: str | Path) -> list[Path]:
@@ -213,21 +184,14 @@ def save_model(folder: str | Path, family: str, model: nn.Module, extra: dict[st
 
 
 def read_json(path: Path) -> Any:
-    """The JSON in the file `path`; a UserError naming it where it is not JSON in UTF-8."""
+    """The JSON in the file `path`, read within bounds (aiayn.config.files: at most 8 MiB,
+    nested at most 100 deep); a UserError naming it where it is not that, JSON or UTF-8."""
+    from aiayn.config.files import load_json, read_text
+
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        return load_json(read_text(path), path)
+    except json.JSONDecodeError as e:
         raise UserError(f"{path}: invalid JSON ({e})") from None
-
-
-def model_folder_around(path: str | Path) -> Path | None:
-    """The model folder that `path` (a file to write) would land in, as its real path: the first
-    folder above it holding config.json and model.safetensors; None if there is none."""
-    here = Path(os.path.realpath(path)).parent
-    for folder in (here, *here.parents):
-        if (folder / CONFIG_FILE).is_file() and (folder / WEIGHTS_FILE).is_file():
-            return folder
-    return None
 
 
 def read_meta(folder: str | Path) -> dict[str, Any]:

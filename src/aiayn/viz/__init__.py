@@ -10,8 +10,7 @@ Every plot_* function returns a matplotlib Figure; save_figure writes PNG / SVG 
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from aiayn.lazy import lazy_names
 
 FORMATS = ("png", "svg")  # what save_figure writes
 
@@ -28,14 +27,4 @@ _EXPORTS = {
 __all__ = ["FORMATS", *sorted(_EXPORTS)]
 
 
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'aiayn.viz' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *_EXPORTS})
+__getattr__, __dir__ = lazy_names(__name__, _EXPORTS, globals())
