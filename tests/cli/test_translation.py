@@ -671,3 +671,16 @@ def test_the_precision_that_ran_is_stated_and_idle_engine_flags_are_refused(trai
     assert code == 0 and "aiayn: warning: precision bf16 (set; emulated" in err
     code, out, err = run(capsys, "translate", "--model", model, "1 2", "--ct2-compute-type", "int8")
     assert code == 2 and out == "" and "add --engine ctranslate2" in err
+
+
+@pytest.mark.parametrize("flag", [["--alpha", "1.0"], ["--length-penalty", "avg"],
+                                  ["--early-stopping", "first_k"]])
+def test_a_beam_setting_with_greedy_search_is_refused(trained, capsys, flag):
+    """Every flag that has no effect in its context is refused: the beam's length penalty and
+    stopping rule change nothing at --beam 1."""
+    tmp, _, model = trained
+    code, out, err = run(capsys, "translate", "--model", model, "--beam", "1", *flag, "1 2")
+    assert code == 2 and out == "" and err.count("\n") == 1
+    assert f"{flag[0]} has no effect with greedy search" in err
+    code, out, _ = run(capsys, "translate", "--model", model, "--beam", "2", *flag, "1 2")
+    assert code == 0 and len(out.splitlines()) == 1

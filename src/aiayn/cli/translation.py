@@ -154,6 +154,20 @@ def _threads() -> int:
     return torch.get_num_threads()
 
 
+def _check_search_flags(translator, args: argparse.Namespace) -> None:
+    """The beam's own settings are refused with greedy search (a beam of 1, given or the
+    folder's), where they change nothing: a user who set them expected a beam."""
+    if translator.search_options(args.beam)["beam"] > 1:
+        return
+    given = [flag for flag, value in (("--alpha", args.alpha),
+                                      ("--length-penalty", args.length_penalty),
+                                      ("--early-stopping", args.early_stopping))
+             if value is not None]
+    if given:
+        raise UserError(f"{given[0]} has no effect with greedy search (beam 1): give --beam N "
+                        f"(N > 1) for a beam search, or leave {given[0]} out")
+
+
 def _check_memory(translator, sentences: list[str], args: argparse.Namespace) -> None:
     """--beam and --batch-size within the memory, before decoding: each of the worker processes
     decodes a batch of sentences, every beam of a sentence a row of keys and values reaching
@@ -238,6 +252,7 @@ def _translate(args: argparse.Namespace) -> int:
     _set_threads(args)
     translator = _load_translator(args)
     sentences = args.sentences or read_stdin_lines()
+    _check_search_flags(translator, args)
     _check_memory(translator, sentences, args)
     for line in translator.translate(sentences, **_translate_opts(args)):
         print(line)
@@ -267,6 +282,7 @@ def _eval(args: argparse.Namespace) -> int:
     translator = _load_translator(args)
     search = translator.search_options(args.beam, args.alpha, args.length_penalty,
                                        args.early_stopping, args.no_repeat_ngram_size)
+    _check_search_flags(translator, args)
     _check_memory(translator, [s for s, _ in pairs], args)
     start = time.perf_counter()
     hyps = translator.translate([s for s, _ in pairs], **{**_translate_opts(args), **search})
