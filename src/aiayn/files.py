@@ -13,6 +13,8 @@ import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+from aiayn.errors import UserError
+
 CONFIG_FILE = "config.json"
 WEIGHTS_FILE = "model.safetensors"
 
@@ -60,5 +62,16 @@ def model_folder_around(path: str | Path) -> Path | None:
     return None
 
 
+
+def refuse_inside_model_folder(out: str | Path, what: str = "--out") -> None:
+    """A one-line UserError when the folder `out` would be written inside a model folder other
+    than itself (a model folder's checkpoints/, or a folder within it): its files are the
+    model's own."""
+    around = model_folder_around(Path(out) / CONFIG_FILE)
+    if around is not None and around != Path(os.path.realpath(out)):
+        raise UserError(f"{what} {out}: is inside the model folder {around}; choose a folder "
+                        "outside it")
+
+
 __all__ = ["CONFIG_FILE", "WEIGHTS_FILE", "atomic_path", "atomic_write", "atomic_write_text",
-           "model_folder_around"]
+           "model_folder_around", "refuse_inside_model_folder"]

@@ -33,6 +33,7 @@ from aiayn.files import (  # noqa: F401 (the model folder's file helpers, as the
     atomic_write,
     atomic_write_text,
     model_folder_around,
+    refuse_inside_model_folder,
 )
 from aiayn.lock import LOCK_FILE, FolderBusy, holder, is_locked, writer_lock
 from aiayn.sizes import check_fits
@@ -77,6 +78,7 @@ def _left_unfinished(out: Path) -> bool:
 def _check_new(out: Path) -> None:
     if out.exists() and not out.is_dir():
         raise UserError(f"{out}: exists and is not a folder; choose a new --out folder")
+    refuse_inside_model_folder(out)
     if out.is_dir() and folder_contents(out) and not _left_unfinished(out):
         raise UserError(f"{out}: already exists and is not empty; choose a new --out folder")
 

@@ -684,3 +684,22 @@ def test_a_beam_setting_with_greedy_search_is_refused(trained, capsys, flag):
     assert f"{flag[0]} has no effect with greedy search" in err
     code, out, _ = run(capsys, "translate", "--model", model, "--beam", "2", *flag, "1 2")
     assert code == 0 and len(out.splitlines()) == 1
+
+
+@pytest.mark.parametrize("command", ["average", "export", "viz", "train", "data"])
+def test_no_command_writes_its_output_inside_a_model_folder(trained, capsys, tmp_path, command):
+    """An output folder inside a model folder (its checkpoints/, a folder within it, or the
+    folder itself for files) mixed another run's files with the model's: each is refused in one
+    line before any work, the model folder as it was."""
+    tmp, config, model = trained
+    before = folder_digest(model)
+    inside = model / "checkpoints" / "out"
+    argv = {"average": ["average", "--model", model, "--last", "1", "--out", inside],
+            "export": ["export", "hf", "--model", model, "--out", model / "hf"],
+            "viz": ["viz", "attention", "--model", model, "--out", model, "1 2"],
+            "train": ["train", config, "--out", inside],
+            "data": ["data", "dates-numbers", "--n-train", "5", "--out", model]}[command]
+    code, out, err = run(capsys, *argv)
+    assert code == 2 and out == "" and err.count("\n") == 1, err
+    assert "model folder" in err and ("inside" in err or command == "data")
+    assert folder_digest(model) == before and not inside.exists() and not (model / "hf").exists()

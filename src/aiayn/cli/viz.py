@@ -78,8 +78,19 @@ def _common(p, stem: str) -> None:
                    help="png, svg or both (default png)")
 
 
+def _check_out(args) -> None:
+    """Before any work: figures are no model's files, so --out is no model folder."""
+    from aiayn.files import model_folder_around
+
+    around = model_folder_around(Path(args.out) / f"{args.name}.png")
+    if around is not None:
+        raise UserError(f"--out {args.out}: is inside the model folder {around}; choose a "
+                        "folder outside it (default ./figures)")
+
+
 def _save(args, pages) -> int:
     from aiayn.viz.style import save_figure
+
     formats = FORMATS if args.format == "both" else (args.format,)
     for name, fig in pages:
         for path in save_figure(fig, Path(args.out) / name, formats):
@@ -88,6 +99,7 @@ def _save(args, pages) -> int:
 
 
 def run_attention(args) -> int:
+    _check_out(args)
     from aiayn.viz.attention import attention_figures
     from aiayn.viz.inspect import Inspector
     result = Inspector.load(args.model).run(args.text, beam=args.beam,
@@ -117,6 +129,7 @@ def run_attention(args) -> int:
 
 
 def run_positions(args) -> int:
+    _check_out(args)
     from aiayn.sizes import check_count
     from aiayn.viz.positions import plot_positions
     if args.d_model < 2 or args.max_len < 2:
@@ -129,6 +142,7 @@ def run_positions(args) -> int:
 
 
 def run_relative_bias(args) -> int:
+    _check_out(args)
     from aiayn.folder import load_model
     from aiayn.sizes import check_count
     from aiayn.viz.relative_position import plot_relative_bias
@@ -139,6 +153,7 @@ def run_relative_bias(args) -> int:
 
 
 def run_masks(args) -> int:
+    _check_out(args)
     from aiayn.viz.masks import DEFAULT_TOKENS, plot_masks
     tokens = args.tokens.split() if args.tokens else DEFAULT_TOKENS
     if not tokens:
@@ -147,5 +162,6 @@ def run_masks(args) -> int:
 
 
 def run_curves(args) -> int:
+    _check_out(args)
     from aiayn.viz.curves import plot_curves, read_metrics
     return _save(args, [(args.name, plot_curves(read_metrics(args.model)))])

@@ -146,13 +146,14 @@ def corpus_files(out: Path) -> list[Path]:
 def check_corpus_out(out: str | Path, force: bool = False) -> list[Path]:
     """Refuse, before any work, a corpus folder that would lose something: a file, a model
     folder, a folder holding a corpus already (unless `force`). Returns the old corpus's files."""
-    from aiayn.files import CONFIG_FILE, model_folder_around
+    from aiayn.files import CONFIG_FILE, WEIGHTS_FILE, refuse_inside_model_folder
 
     out = Path(out)
     if out.exists() and not out.is_dir():
         raise UserError(f"{out}: exists and is not a directory")
-    if model_folder_around(out / CONFIG_FILE) is not None:
-        raise UserError(f"{out}: is a model folder (or inside one); write the corpus elsewhere")
+    if (out / CONFIG_FILE).is_file() and (out / WEIGHTS_FILE).is_file():
+        raise UserError(f"{out}: is a model folder; write the corpus elsewhere")
+    refuse_inside_model_folder(out)
     old = corpus_files(out) if out.is_dir() else []
     if old and not force:
         raise UserError(f"{out}: holds a corpus already ({', '.join(p.name for p in old[:3])}"

@@ -41,6 +41,7 @@ import torch
 from aiayn.config.train import TrainConfig
 from aiayn.data.fingerprint import content_of, describe
 from aiayn.errors import UserError
+from aiayn.files import refuse_inside_model_folder
 from aiayn.folder import folder_contents, read_meta
 from aiayn.lock import writer_lock
 from aiayn.training import distributed
@@ -133,6 +134,7 @@ def start_run(exp: Experiment, resume: bool = False, out: str | Path | None = No
     `stage`: a first stage's subfolder (the classifier's "pretrain"): a resumed run whose folder
     has no train state yet continues that stage's."""
     folder = require_out(exp, out)
+    refuse_inside_model_folder(folder)  # another model's checkpoints/ or a folder within one
     world = distributed.setup(exp.train.device)
     record = {k: v for k, v in exp.to_dict().items() if k != "out"}
     record.update(inputs or {})
