@@ -17,7 +17,8 @@ from dataclasses import fields
 from pathlib import Path
 from typing import Any, TypeVar
 
-from aiayn.errors import ConfigError
+from aiayn.config.files import load_json, read_text
+from aiayn.errors import ConfigError, UserError
 
 C = TypeVar("C", bound="Config")
 
@@ -89,15 +90,23 @@ class Config:
         return json.dumps(self.to_dict(), indent=2, sort_keys=True)
 
     @classmethod
-    def from_json(cls: type[C], text: str) -> C:
-        return cls.from_dict(json.loads(text))
+    def from_json(cls: type[C], text: str, where: str | Path | None = None) -> C:
+        """The config in a JSON text (read within aiayn.config.files' bounds; `where` names it
+        in errors)."""
+        try:
+            data = load_json(text, where or f"{cls.__name__} JSON")
+        except UserError as e:  # a ValueError, as every config error of the Python API
+            raise ConfigError(str(e)) from None
+        if not isinstance(data, dict):
+            _fail(cls.__name__, data, "expected a JSON object of fields")
+        return cls.from_dict(data)
 
     def save(self, path: str | Path) -> None:
         Path(path).write_text(self.to_json() + "\n", encoding="utf-8")
 
     @classmethod
     def load(cls: type[C], path: str | Path) -> C:
-        return cls.from_json(Path(path).read_text(encoding="utf-8"))
+        return cls.from_json(read_text(path), path)
 
     def replace(self: C, **changes: Any) -> C:
         return self.from_dict({**self.to_dict(), **changes})

@@ -43,6 +43,7 @@ from typing import Any
 import yaml
 
 from aiayn.config import Config, did_you_mean
+from aiayn.config.files import MAX_VALUES, check_values, load_json, load_yaml, read_text
 from aiayn.config.train import TrainConfig
 from aiayn.devices import resolve_device
 from aiayn.errors import ConfigError, UserError
@@ -114,17 +115,18 @@ def describe_config(path: Path) -> tuple[str, str]:
     """(task, first comment line) of a built-in config, for `aiayn configs`."""
     text = path.read_text(encoding="utf-8")
     first = next((line.lstrip("# ").strip() for line in text.splitlines() if line.startswith("#")), "")
-    task = (yaml.safe_load(text) or {}).get("task", "translation")
+    task = (load_yaml(text, path) or {}).get("task", "translation")
     return task, first
 
 
-def parse_value(text: str) -> Any:
-    """A YAML scalar, with `1e-3`-style numbers read as floats (YAML 1.1 reads them as text)."""
+def parse_value(text: str, where: str = "value") -> Any:
+    """A YAML scalar, with `1e-3`-style numbers read as floats (YAML 1.1 reads them as text);
+    a value beyond aiayn.config.files' bounds is a UserError naming `where`."""
     if _NUMBER.match(text.strip()):
         number = float(text)
         return int(text) if re.fullmatch(r"[-+]?\d+", text.strip()) else number
     try:
-        return yaml.safe_load(text) if text.strip() else ""
+        return load_yaml(text, where) if text.strip() else ""
     except yaml.YAMLError:
         return text
 
@@ -149,19 +151,19 @@ def apply_overrides(raw: dict[str, Any], overrides: Sequence[str], where: str) -
             raise UserError(f"override {item!r}: name a field, e.g. {section}.FIELD=VALUE")
         if not isinstance(raw.get(section), dict):
             raw[section] = {}
-        raw[section][name] = parse_value(value)
+        raw[section][name] = parse_value(value, f"override {key}")
     return raw
 
 
 def read_config_file(path: str | Path) -> dict[str, Any]:
+    """The sections of a YAML or JSON config file, read within bounds (aiayn.config.files: its
+    size, nesting and YAML aliases); a bad file is a UserError naming it (and the line)."""
     path = Path(path)
     if not path.is_file():
         raise UserError(f"{path}: config file not found")
     try:
-        text = path.read_text(encoding="utf-8")
-        data = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
-    except UnicodeDecodeError as e:
-        raise UserError(f"{path}: not UTF-8 text ({e.reason} at byte {e.start})") from None
+        text = read_text(path)
+        data = load_json(text, path) if path.suffix == ".json" else load_yaml(text, path)
     except json.JSONDecodeError as e:
         raise UserError(f"{path}:{e.lineno}: invalid JSON ({e.msg})") from None
     except yaml.YAMLError as e:
@@ -185,6 +187,7 @@ def read_source(config: str | Path | dict[str, Any] | None, task: Family) -> tup
         return raw, f"{task.recipe} (the {task.task} recipe)" if task.recipe else \
             f"the {task.task} defaults"
     if isinstance(config, dict):
+        check_values(config, "config", MAX_VALUES)  # plain data, not too deep or large to copy
         return json.loads(json.dumps(config)), "config"
     path, builtin = Path(config), builtin_configs()
     if path.exists() or path.suffix in (".yaml", ".yml", ".json") or "/" in str(config):
