@@ -255,6 +255,7 @@ def test_tables_of_other_data_under_one_corpus_path_neither_merge_nor_resume(tmp
     same path but other pairs (another machine, a rewritten folder) are refused by --merge and
     by --resume, naming corpus_content; the same pairs under another path are the same data."""
     from aiayn.table3.plan import PLAN_FILE, check_plan
+    from tests.table3.test_results import result_record
 
     corpus = tmp_path / "corpus"
     write_corpus_dir(dates_numbers(n_train=40, n_valid=4, n_test=4), corpus)
@@ -268,7 +269,7 @@ def test_tables_of_other_data_under_one_corpus_path_neither_merge_nor_resume(tmp
     (second / PLAN_FILE).write_text(json.dumps(check_plan(second, _plan(str(corpus)), False)))
     for folder, row in ((first, "base"), (second, "C-N2")):
         (folder / "results").mkdir()
-        (folder / "results" / f"{row}-seed0.json").write_text(json.dumps({"row": row, "seed": 0}))
+        (folder / "results" / f"{row}-seed0.json").write_text(json.dumps(result_record(row)))
     with pytest.raises(UserError, match="--merge: .*t2 has corpus_content=.*rows of one table"):
         merge_tables([first, second], tmp_path / "merged")
     assert not (tmp_path / "merged" / PLAN_FILE).exists()

@@ -36,6 +36,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from aiayn.config.files import load_json, read_text
 from aiayn.errors import UserError
 from aiayn.folder import atomic_write_text
 from aiayn.lock import writer_lock
@@ -58,7 +59,7 @@ from aiayn.table3.rows import (
     select_rows,
     settings,
 )
-from aiayn.table3.table import build_table, write_table
+from aiayn.table3.table import AGAIN, build_table, check_record, write_table
 from aiayn.training import distributed
 
 BEAM, ALPHA = 4, 0.6  # §6.1; Table 3 decodes with beam search and no checkpoint averaging
@@ -158,14 +159,17 @@ def _vocab(folder: Path) -> int:
 # -- the table -----------------------------------------------------------------------------------
 
 def read_results(out: Path) -> list[dict[str, Any]]:
-    """The finished rows' records in DIR/results."""
+    """The finished rows' records in DIR/results, each read within bounds (aiayn.config.files)
+    and checked (table.check_record): a damaged one is a UserError naming the file and the key."""
     records = []
     for path in sorted((out / "results").glob("*.json")):
         try:
-            records.append(json.loads(path.read_text(encoding="utf-8")))
+            record = load_json(read_text(path), path)
         except (OSError, json.JSONDecodeError) as e:
-            raise UserError(f"{path}: unreadable result ({e}); delete it to run the row again") \
-                from None
+            raise UserError(f"{path}: unreadable result ({e}){AGAIN}") from None
+        except UserError as e:  # too large or too deep; it names the file
+            raise UserError(f"{e}{AGAIN}") from None
+        records.append(check_record(record, path))
     return records
 
 

@@ -20,10 +20,54 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from aiayn.errors import UserError
 from aiayn.folder import atomic_write_text
 from aiayn.table3.rows import COLUMNS, ROWS
 
 METRICS = ("bleu", "ppl")
+
+
+# -- a result record, as read back from results/ROW-seedK.json ----------------------------------
+
+def _number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def _count(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and v >= 0
+
+
+AGAIN = "; delete the file to run that row again (aiayn table3 --resume)"  # the way out
+_NUMBER = ("a finite number", _number)
+# Each key of a record the table (and --merge) reads: what it must be, and the test of it.
+RECORD_KEYS = {"row": ("a row of Table 3", lambda v: isinstance(v, str) and v in ROWS),
+               "seed": ("a whole number >= 0", _count), "bleu": _NUMBER, "ppl": _NUMBER,
+               "params": _NUMBER, "steps": _NUMBER, "seconds": _NUMBER,
+               "settings": (f"an object with the columns {', '.join(COLUMNS)}",
+                            lambda v: isinstance(v, dict) and all(k in v for k in COLUMNS)),
+               "folder": ("a path (text)", lambda v: isinstance(v, str))}
+OPTIONAL_KEYS = {"params_paper_size": ("a finite number or null", lambda v: v is None or _number(v)),
+                 "dev_pairs": ("a whole number >= 0", _count)}
+
+
+def check_record(record: Any, path: Path) -> dict[str, Any]:
+    """`record` (read from `path`) if it holds every key the table reads, each of its type; else
+    a UserError naming the file and the key, and the way out: delete the file (its row and seed
+    then run again with --resume)."""
+    if not isinstance(record, dict):
+        raise UserError(f"{path}: not a table3 result (a JSON object){AGAIN}")
+    for key, (want, fits) in [*RECORD_KEYS.items(), *OPTIONAL_KEYS.items()]:
+        if key not in record:
+            if key in RECORD_KEYS:
+                raise UserError(f"{path}: no {key!r} (must be {want}){AGAIN}")
+        elif not fits(record[key]):
+            raise UserError(f"{path}: {key}={_short(record[key])} must be {want}{AGAIN}")
+    return record
+
+
+def _short(value: Any) -> str:
+    text = json.dumps(value)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def _spread(values: Sequence[float]) -> dict[str, Any]:
@@ -185,4 +229,5 @@ def write_table(table: dict[str, Any], out: str | Path) -> list[Path]:
     return [md, js]
 
 
-__all__ = ["METRICS", "agreement", "build_table", "markdown", "summary_line", "write_table"]
+__all__ = ["AGAIN", "METRICS", "OPTIONAL_KEYS", "RECORD_KEYS", "agreement", "build_table", "check_record",
+           "markdown", "summary_line", "write_table"]
