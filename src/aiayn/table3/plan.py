@@ -128,6 +128,18 @@ def row_experiment(row: Row, seed: int, plan: Plan, folder: Path):
                                   data=data_section(plan.corpus))
 
 
+def check_rows(plan: Plan, rows: list[Row]) -> None:
+    """Every row's experiment builds: the plan's overrides over each row's settings are valid
+    (a d_model that h=16 does not divide, an unknown key), refused naming the row before
+    anything is written, rather than after the rows before it have trained."""
+    data_section(plan.corpus)  # a bad --corpus is the command's, not a row's
+    for row in rows:
+        try:
+            row_experiment(row, 0, plan, Path("."))
+        except UserError as e:
+            raise UserError(f"row {row.name}: {e}") from None
+
+
 def steps_ratio(row: Row) -> float:
     """The row's steps over base's in the paper (big: 3)."""
     return {**BASE, **row.changes}["steps"] / BASE["steps"]
@@ -147,10 +159,12 @@ def read_plan(out: Path) -> dict[str, Any]:
 
 
 def check_plan(out: Path, plan: Plan, resume: bool) -> dict[str, Any]:
-    """A new table needs a new (or empty) folder; a resumed one the same shared settings. Returns
-    the plan's shared settings (reading the corpus, once the folder is found fit)."""
+    """A new table needs a new (or empty) folder, or one where nothing was done (nothing_done:
+    a start that failed before any row finished or saved a checkpoint); a resumed one the same
+    shared settings. Returns the plan's shared settings (reading the corpus, once the folder is
+    found fit)."""
     if not resume:
-        if out.exists() and folder_contents(out):
+        if out.exists() and folder_contents(out) and not nothing_done(out):
             raise UserError(f"{out} already holds files; pass --resume to continue its table, "
                             "or choose another --out")
         return plan.shared()
@@ -162,10 +176,34 @@ def check_plan(out: Path, plan: Plan, resume: bool) -> dict[str, Any]:
     shared = plan.shared()
     for key, value in shared.items():
         if not same_setting(key, before, shared):
+            afresh = ("; no row of it has finished or saved a checkpoint: leave out --resume "
+                      "to start it afresh with these settings") if nothing_done(out) else ""
             raise UserError(f"--resume: {key}={value!r} differs from the table in {out} "
-                            f"({before.get(key)!r}); rows of one table share it")
+                            f"({before.get(key)!r}); rows of one table share it{afresh}")
     return shared
 
 
-__all__ = ["MAX_SEEDS", "PLAN_FILE", "SHARED", "Plan", "check_plan", "data_section",
-           "corpus_content", "default_updates", "read_plan", "same_setting", "row_experiment", "row_settings", "steps_ratio"]
+def nothing_done(out: Path) -> bool:
+    """Whether the table folder `out` holds nothing a new start would lose: its plan, and row
+    runs stopped before their first checkpoint (a new run of the row clears them), no result.
+    That is what a start that failed before any row finished leaves (a row's bad setting, a
+    full disk, Ctrl-C in the first minutes): the corrected command may start there afresh."""
+    from aiayn.training.checkpoint import _never_checkpointed  # what a new run clears
+
+    if {p.name for p in folder_contents(out)} - {PLAN_FILE, "rows", "results"}:
+        return False
+    results, rows = out / "results", out / "rows"
+    if results.exists() and (not results.is_dir() or any(results.iterdir())):
+        return False
+    if not rows.exists():
+        return True
+    if not rows.is_dir():
+        return False
+    runs = [run for row in rows.iterdir() for run in (row.iterdir() if row.is_dir() else [row])]
+    return all(run.is_dir() and (not folder_contents(run) or _never_checkpointed(run))
+               for run in runs)
+
+
+__all__ = ["MAX_SEEDS", "PLAN_FILE", "SHARED", "Plan", "check_plan", "check_rows", "corpus_content",
+           "data_section", "default_updates", "nothing_done", "read_plan", "row_experiment",
+           "row_settings", "same_setting", "steps_ratio"]

@@ -45,6 +45,7 @@ from aiayn.table3.plan import (
     SHARED,
     Plan,
     check_plan,
+    check_rows,
     default_updates,
     read_plan,
     row_experiment,
@@ -219,6 +220,7 @@ def run_table(plan: Plan, out: str | Path, resume: bool = False,
     rows train on the CPU, else 1."""
     out = Path(out)
     rows = select_rows(plan.groups)
+    check_rows(plan, rows)  # a row's bad setting: refused before anything is written
     world = distributed.setup(_device(plan))  # under torchrun: join its processes
     if world.active:
         if jobs not in (1, "auto"):
