@@ -14,7 +14,7 @@ import aiayn
 from aiayn.cli import main
 from aiayn.convert.hf_original import KEPT_FILES
 from tests.convert.test_hf_bart import hf_bart_folder  # noqa: F401 (a fixture)
-from tests.convert.test_hf_export import opus_mt_folder  # noqa: F401 (a fixture)
+from tests.convert.test_hf_export import hf_gpt2_folder, opus_mt_folder  # noqa: F401 (fixtures)
 from tests.convert.test_hf_t5 import (  # noqa: F401 (fixtures)
     SENTENCES,
     _t5_id,
@@ -52,16 +52,17 @@ def assert_gives_back(original, back, changed=()):
         assert (back / name).read_bytes() == (original / name).read_bytes(), name
 
 
-def assert_same_logits(model_class, original, back, **inputs):
-    """The exported model computes the original's logits: in float64 to 1e-10 (relative to
-    their size), in fp32 within 2x the original's own error (tests/parity.py)."""
+def assert_same_logits(model_class, original, back, output="logits", **inputs):
+    """The exported model computes the original's logits (`output`): in float64 to 1e-10
+    (relative to their size), in fp32 within 2x the original's own error (tests/parity.py)."""
     a = model_class.from_pretrained(original).eval()
     b = model_class.from_pretrained(back).eval()
 
     def run(model):
         @torch.no_grad()
         def logits(dtype):
-            return model.to(dtype)(**inputs).logits
+            given = {k: v.to(dtype) if v.is_floating_point() else v for k, v in inputs.items()}
+            return getattr(model.to(dtype)(**given), output)
         return logits
 
     assert_same_function(run(b), run(a))
@@ -166,3 +167,67 @@ def test_a_kept_file_of_another_name_is_refused_nothing_written(
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "'../planted.json' is not a file an import keeps" in err, err
     assert not (tmp_path / "hf").exists() and not (tmp_path / "planted.json").exists()
+
+
+def test_a_gpt2_comes_back_with_its_ids_config_and_tokenizer(
+        hf_gpt2_folder, tmp_path):  # noqa: F811
+    folder, eot = hf_gpt2_folder
+    _, back = round_trip("hf-gpt2", folder, tmp_path)
+    assert_gives_back(folder, back)  # n_inner null, the summary_* keys, vocab.json, merges.txt
+    text = ["the lazy fox", "def parse(path):"]
+    assert transformers.AutoTokenizer.from_pretrained(back)(text)["input_ids"] == \
+        transformers.AutoTokenizer.from_pretrained(folder)(text)["input_ids"]
+    ids = torch.tensor([[eot, 5, 9, 14, 7, 30, 4]])
+    assert_same_logits(transformers.GPT2LMHeadModel, folder, back, input_ids=ids)
+
+
+@pytest.fixture(scope="module")
+def hf_bert_folder(tmp_path_factory):
+    """A BertModel written by transformers (random weights) with BertTokenizer's files of a
+    WordPiece vocabulary written here."""
+    folder = tmp_path_factory.mktemp("bert")
+    words = "the quick brown fox jumps over lazy dog a cat sat on mat ##s ##ing".split()
+    (folder / "vocab.txt").write_text("\n".join(
+        ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *words]) + "\n")
+    tok = transformers.BertTokenizerFast(vocab_file=str(folder / "vocab.txt"))
+    tok.save_pretrained(folder)
+    config = transformers.BertConfig(vocab_size=len(tok), hidden_size=16, num_hidden_layers=2,
+                                     num_attention_heads=2, intermediate_size=32,
+                                     max_position_embeddings=32)
+    torch.manual_seed(0)
+    transformers.BertModel(config).save_pretrained(folder)
+    return folder
+
+
+def test_a_bert_comes_back_with_its_ids_config_and_tokenizer(hf_bert_folder, tmp_path):
+    _, back = round_trip("hf-bert", hf_bert_folder, tmp_path)
+    assert_gives_back(hf_bert_folder, back)
+    text = ["the quick fox jumps", "a cat sat on the mats"]
+    batch = transformers.AutoTokenizer.from_pretrained(back)(text, return_tensors="pt",
+                                                             padding=True)
+    assert batch["input_ids"].tolist() == transformers.AutoTokenizer.from_pretrained(
+        hf_bert_folder)(text, padding=True)["input_ids"]
+    assert_same_logits(transformers.BertModel, hf_bert_folder, back,
+                       output="last_hidden_state", **batch)
+
+
+@pytest.fixture(scope="module")
+def hf_vit_folder(tmp_path_factory):
+    """A ViTForImageClassification written by transformers (random weights) with its image
+    processor's file."""
+    folder = tmp_path_factory.mktemp("vit")
+    config = transformers.ViTConfig(hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
+                                    intermediate_size=32, image_size=8, patch_size=4,
+                                    num_labels=3, initializer_range=0.5)  # varied logits
+    torch.manual_seed(0)
+    transformers.ViTForImageClassification(config).save_pretrained(folder)
+    transformers.ViTImageProcessor(size={"height": 8, "width": 8}).save_pretrained(folder)
+    return folder
+
+
+def test_a_vit_comes_back_with_its_config_and_image_processor(hf_vit_folder, tmp_path):
+    _, back = round_trip("hf-vit", hf_vit_folder, tmp_path)
+    assert_gives_back(hf_vit_folder, back)  # id2label, preprocessor_config.json's normalising
+    images = torch.rand(3, 3, 8, 8, generator=torch.Generator().manual_seed(0))
+    assert_same_logits(transformers.ViTForImageClassification, hf_vit_folder, back,
+                       pixel_values=images)

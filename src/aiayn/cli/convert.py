@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from aiayn.cli.common import command_group
 
@@ -72,14 +73,17 @@ def _import_bert(args: argparse.Namespace) -> int:
 
 
 def _import_vit(args: argparse.Namespace) -> int:
+    from aiayn.convert.hf_original import KEY, keep
     from aiayn.convert.hf_vit import load_hf_folder
-    from aiayn.folder import new_folder, require_new_folder
+    from aiayn.folder import new_folder, read_json, require_new_folder
     from aiayn.tasks.image_classification import ImageClassifier
 
     out = require_new_folder(args.out)
     model = load_hf_folder(args.folder)
+    kept = keep(Path(args.folder), read_json(Path(args.folder) / "config.json"), model.config)
     classifier = ImageClassifier(model, [str(i) for i in range(model.config.n_classes)], "RGB"
-                                 if model.config.channels == 3 else "L", meta={"source": args.folder})
+                                 if model.config.channels == 3 else "L",
+                                 meta={"source": args.folder, KEY: kept})  # export gives it back
     with new_folder(out):
         classifier.save(out)
     print(f"imported {args.folder}: {model.num_parameters():,} parameters into {args.out}")

@@ -310,6 +310,7 @@ def import_hf_gpt2(folder: str | Path, out: str | Path) -> LanguageModel:
     language-model folder `out` (new or empty), with GPT-2's own special ids. Offline."""
     from aiayn.convert import read_hf_folder
     from aiayn.convert.hf_gpt2 import load_hf_folder, read_tokenizer, special_ids
+    from aiayn.convert.hf_original import KEY, keep
 
     out = require_new_folder(out)
     hf_config, _, config_path = read_hf_folder(folder, "GPT-2")
@@ -319,7 +320,8 @@ def import_hf_gpt2(folder: str | Path, out: str | Path) -> LanguageModel:
         raise UserError(f"{folder}: the tokenizer has {tokenizer.vocab_size} tokens but the model "
                         f"only {model.config.vocab_size}")
     meta = {"task": "language-modeling", "source": str(folder),
-            "special_ids": special_ids(hf_config, config_path)}
+            "special_ids": special_ids(hf_config, config_path),
+            KEY: keep(Path(folder), hf_config, model.config)}  # `aiayn export hf` gives it back
     lm = LanguageModel(model, tokenizer, "cpu", meta)
     with new_folder(out):
         lm.save(out)

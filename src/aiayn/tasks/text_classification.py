@@ -270,13 +270,15 @@ def import_hf_bert(folder: str | Path, out: str | Path) -> TextEncoder:
         load_hf_tokenizer,
         sentence_transformers_max_len,
     )
+    from aiayn.convert.hf_original import KEY, keep
     from aiayn.folder import new_folder, require_new_folder
 
     folder, out = Path(folder), require_new_folder(out)
-    model, _ = load_hf_folder(folder)
+    model, hf_config = load_hf_folder(folder)
     hf_tok, special = load_hf_tokenizer(folder, model.config.pad_id)
     meta = {"task": "text-encoder", "source": str(folder.resolve()), "special_ids": special,
-            "labels": [], "embedding": {"pooling": "mean", "normalize": True}}
+            "labels": [], "embedding": {"pooling": "mean", "normalize": True},
+            KEY: keep(folder, hf_config, model.config)}  # `aiayn export hf` gives it back
     max_seq = sentence_transformers_max_len(folder)
     if max_seq is not None:
         meta["max_seq_length"] = max_seq
