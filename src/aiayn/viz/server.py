@@ -18,8 +18,10 @@ is a JSON object {"error": "..."} with a 4xx status (a 500 never carries a stack
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
+import socket
 import threading
 from pathlib import Path
 from typing import Any
@@ -151,12 +153,26 @@ def _endpoint(family: str) -> str:
 
 
 def _json_body() -> dict[str, Any]:
+    """The request's JSON object: UTF-8 (RFC 8259; json.loads would also take UTF-16 and -32),
+    within MAX_BODY_BYTES (Flask's MAX_CONTENT_LENGTH, waitress's max_request_body_size) and
+    MAX_JSON_DEPTH; anything else is a 400 saying which."""
+    must = "the request body must be a JSON object, e.g. {\"text\": \"...\"}"
+    if not request.is_json:
+        raise BadRequest(f"{must} sent as Content-Type: application/json")
     raw = request.get_data(cache=True)
+    try:
+        text = raw.decode("utf-8-sig")  # (a leading byte-order mark is allowed)
+    except UnicodeDecodeError as e:
+        raise BadRequest(f"the request body is not UTF-8 text ({e.reason} at byte {e.start})") \
+            from None
     if _nesting(raw) > MAX_JSON_DEPTH:  # refused before the parser recurses
         raise BadRequest(f"the request body nests deeper than {MAX_JSON_DEPTH} levels")
-    body = request.get_json(silent=True)  # None for a missing, malformed or non-JSON body
+    try:
+        body = json.loads(text)
+    except ValueError:
+        body = None
     if not isinstance(body, dict):
-        raise BadRequest("the request body must be a JSON object, e.g. {\"text\": \"...\"}")
+        raise BadRequest(must)
     return body
 
 
@@ -228,11 +244,33 @@ def make_server(app: Flask, host: str = "127.0.0.1", port: int = 8000, threads: 
     class JsonErrorChannel(HTTPChannel):
         error_task_class = JsonErrorTask
 
-    server = create_server(app, host=host, port=port, threads=threads,
-                           max_request_body_size=MAX_BODY_BYTES, channel_timeout=IDLE_SECONDS,
-                           cleanup_interval=2, connection_limit=MAX_CONNECTIONS)
+    try:  # resolves `host` and binds the socket
+        server = create_server(app, host=host, port=port, threads=threads,
+                               max_request_body_size=MAX_BODY_BYTES, channel_timeout=IDLE_SECONDS,
+                               cleanup_interval=2, connection_limit=MAX_CONNECTIONS)
+    except (OSError, ValueError) as e:
+        if isinstance(e, ValueError) and "host/port" not in str(e):
+            raise
+        raise UserError(_cannot_listen(host, port, e)) from None
     server.channel_class = JsonErrorChannel
     return server
+
+
+def _cannot_listen(host: str, port: int, e: OSError | ValueError) -> str:
+    """One line for a failure to listen on host:port, naming the flag at fault."""
+    if isinstance(e, (ValueError, socket.gaierror)):  # waitress: getaddrinfo found nothing
+        return (f"--host {host!r}: not an address or a name of this machine (e.g. 127.0.0.1, "
+                "localhost, or 0.0.0.0 for every interface)")
+    reason = e.strerror or str(e)
+    if e.errno == errno.EADDRINUSE:
+        return (f"--port {port}: already in use on {host} ({reason}): another server is there; "
+                "choose another --port, or 0 for a free one")
+    if e.errno == errno.EADDRNOTAVAIL:
+        return f"--host {host!r}: not an address of this machine ({reason})"
+    if e.errno == errno.EACCES:
+        return (f"--port {port}: may not be opened on {host} ({reason}; ports below 1024 need "
+                "privileges): choose another --port")
+    return f"--host {host!r} --port {port}: cannot listen there ({reason})"
 
 
 def serve(model: str | Path, host: str = "127.0.0.1", port: int = 8000, threads: int = 4,
