@@ -184,6 +184,20 @@ def device(text: str) -> str:
         raise argparse.ArgumentTypeError(str(e).removeprefix(f"device={text!r}: ")) from None
 
 
+class Given(argparse.Action):
+    """Store the value and note that the flag was given (given_flags), so that a flag with a
+    default can still be refused where it has no effect."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        setattr(namespace, self.dest, values)
+        namespace._given = {*getattr(namespace, "_given", ()), self.dest}
+
+
+def given_flags(args: argparse.Namespace) -> set[str]:
+    """The dests of the Given flags the command line named."""
+    return set(getattr(args, "_given", ()))
+
+
 def read_stdin_text(what: str = "") -> str:
     """Standard input as text (UTF-8, a BOM allowed); invalid UTF-8 is one line naming the line
     and the byte. On a terminal, a hint says what is awaited (`what`) and how to end it."""

@@ -21,8 +21,10 @@ import argparse
 import sys
 
 from aiayn.cli.common import (
+    Given,
     command_group,
     finite_float,
+    given_flags,
     model_command,
     non_negative_int,
     positive_int,
@@ -60,7 +62,7 @@ def register(sub) -> None:
     gen.add_argument("--max-new-tokens", type=non_negative_int, default=100)
     gen.add_argument("--temperature", type=finite_float, default=0.8,
                      help="0 = greedy (default 0.8, as nanoGPT)")
-    gen.add_argument("--top-k", type=non_negative_int, default=200,
+    gen.add_argument("--top-k", type=non_negative_int, default=200, action=Given,
                      help="sample from the k most likely tokens (default 200, as nanoGPT; 0 = all)")
     gen.add_argument("--top-p", type=finite_float, default=None)
     gen.add_argument("--seed", type=seed, default=None)
@@ -140,10 +142,24 @@ def _eval(args: argparse.Namespace) -> int:
     return 0
 
 
+def _check_sampling_flags(args: argparse.Namespace) -> None:
+    """Greedy decoding (--temperature 0) draws nothing: the sampling flags are refused there,
+    where they would change nothing."""
+    if args.temperature != 0:
+        return
+    given = [flag for flag, value in (("--top-k", "top_k" in given_flags(args)),
+                                      ("--top-p", args.top_p), ("--seed", args.seed))
+             if value not in (None, False)]
+    if given:
+        raise UserError(f"{given[0]} has no effect with --temperature 0 (greedy: nothing is "
+                        f"drawn); give a temperature > 0 to sample, or leave {given[0]} out")
+
+
 @runs_model
 def _generate(args: argparse.Namespace) -> int:
     from aiayn.tasks.language_model import LanguageModel
 
+    _check_sampling_flags(args)
     lm = LanguageModel.load(args.model, device=args.device)
     prompts = args.prompt or [""]
     _check_generate_batch(lm, prompts, args)

@@ -1,0 +1,32 @@
+"""Every flag that has no effect in its context is refused in one line, not ignored: a user who
+gave it expected it to change something (issue 37). The CTranslate2 flags and the beam's
+settings with greedy search are tested beside their commands (test_translation.py); here the
+language model's sampling flags with greedy decoding."""
+
+import pytest
+
+from aiayn.cli import main
+from tests.builders import run
+
+
+@pytest.fixture(scope="module")
+def lm(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("lm")
+    (tmp / "fox.txt").write_text("the quick brown fox jumps over the lazy dog\n" * 100)
+    assert main(["lm", "train", "tiny", "model.d_model=32", "model.d_ff=64",
+                 "data.tokenizer=char", "data.vocab_size=64", "train.max_tokens=512",
+                 "train.max_steps=2", "train.tensorboard=false", "train.progress=false",
+                 "train.eval_every=0", "--text", str(tmp / "fox.txt"), "--out",
+                 str(tmp / "lm")]) == 0
+    return tmp / "lm"
+
+
+@pytest.mark.parametrize("flag", [["--top-k", "5"], ["--top-p", "0.9"], ["--seed", "3"]])
+def test_sampling_flags_with_greedy_decoding_are_refused(lm, capsys, flag):
+    code, out, err = run(capsys, "generate", "--model", lm, "--temperature", "0", *flag,
+                         "--max-new-tokens", "3")
+    assert code == 2 and out == "" and err.count("\n") == 1
+    assert f"{flag[0]} has no effect with --temperature 0" in err
+    code, out, _ = run(capsys, "generate", "--model", lm, "--temperature", "0.5", *flag,
+                       "--max-new-tokens", "3")
+    assert code == 0 and out.endswith("\n")
