@@ -703,3 +703,19 @@ def test_no_command_writes_its_output_inside_a_model_folder(trained, capsys, tmp
     assert code == 2 and out == "" and err.count("\n") == 1, err
     assert "model folder" in err and ("inside" in err or command == "data")
     assert folder_digest(model) == before and not inside.exists() and not (model / "hf").exists()
+
+
+def test_eval_scores_a_test_set_with_an_empty_line(trained, capsys, tmp_path):
+    """A system's output may hold an empty line (translate --min-length 0), and a reference made
+    from it too: eval scores it (sacreBLEU takes empty lines) instead of refusing it as
+    'empty sentence', which training data still is."""
+    tmp, _, model = trained
+    src = (tmp / "valid.src").read_text(encoding="utf-8").splitlines()
+    ref = (tmp / "valid.tgt").read_text(encoding="utf-8").splitlines()
+    (tmp_path / "s.txt").write_text("\n".join(src[:3] + [""]) + "\n", encoding="utf-8")
+    (tmp_path / "r.txt").write_text("\n".join(ref[:2] + ["", ref[3]]) + "\n", encoding="utf-8")
+    code, out, err = run(capsys, "eval", "--model", model, "--src", tmp_path / "s.txt", "--ref",
+                         tmp_path / "r.txt", "--json", "--hyp", tmp_path / "h.txt")
+    assert code == 0, err
+    assert json.loads(out)["sentences"] == 4
+    assert (tmp_path / "h.txt").read_text(encoding="utf-8").splitlines()[3] == ""  # no source

@@ -277,7 +277,7 @@ def _eval(args: argparse.Namespace) -> int:
 
     if args.hyp:
         writable_file("--hyp", args.hyp, {"--src": args.src, "--ref": args.ref})
-    pairs = read_parallel(args.src, args.ref)
+    pairs = read_parallel(args.src, args.ref, allow_empty=True)  # a line may be empty: scored
     _set_threads(args)
     translator = _load_translator(args)
     search = translator.search_options(args.beam, args.alpha, args.length_penalty,

@@ -50,20 +50,25 @@ def _read_lines(path: str | Path) -> list[str]:
     return [line.removesuffix("\r") for line in lines]
 
 
-def _sentence(text: str, path: str | Path, line: int, side: str = "") -> str:
+def _sentence(text: str, path: str | Path, line: int, side: str = "",
+              allow_empty: bool = False) -> str:
     text = text.strip()
-    if not text:
+    if not text and not allow_empty:
         raise UserError(f"{path}:{line}: empty {side}sentence")
     return text
 
 
-def read_parallel(src_path: str | Path, tgt_path: str | Path) -> list[Pair]:
-    """Aligned (source, target) pairs from two files with one sentence per line."""
+def read_parallel(src_path: str | Path, tgt_path: str | Path,
+                  allow_empty: bool = False) -> list[Pair]:
+    """Aligned (source, target) pairs from two files with one sentence per line. An empty line
+    is refused (no pair to learn from), unless `allow_empty` (a test set to score: a system's
+    output may hold an empty line, and a reference made from one too)."""
     src_lines, tgt_lines = _read_lines(src_path), _read_lines(tgt_path)
     if len(src_lines) != len(tgt_lines):
         raise UserError(f"mismatched line counts: {src_path} has {len(src_lines)} lines, "
                         f"{tgt_path} has {len(tgt_lines)}")
-    return [(_sentence(s, src_path, i), _sentence(t, tgt_path, i))
+    return [(_sentence(s, src_path, i, allow_empty=allow_empty),
+             _sentence(t, tgt_path, i, allow_empty=allow_empty))
             for i, (s, t) in enumerate(zip(src_lines, tgt_lines, strict=True), start=1)]
 
 
