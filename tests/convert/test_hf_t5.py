@@ -211,6 +211,72 @@ def test_a_t5_folder_translates_greedy_and_beam_4_as_generate_does(imported_t5):
     assert compared[1] >= 2 and compared[4] >= 2 and longest >= 3, compared
 
 
+def _t5_scores(hf, source_ids, sequences, cap: int) -> list[float]:
+    """transformers' beam score of each of `sequences` (T5's ids, from <pad>, ending in </s>):
+    its summed log-probabilities over T5's vocabulary, </s> forced at the cap scored 0, / |Y|
+    (penalty 1.0), in the model's dtype (generate() itself scores in fp32 whatever the model's)."""
+    scores = []
+    for seq in sequences:
+        seq = seq[:seq.index(1, 1) + 1]
+        with torch.no_grad():
+            logits = hf(input_ids=torch.tensor([source_ids]),
+                        decoder_input_ids=torch.tensor([seq[:-1]])).logits[0]
+        logp = logits.log_softmax(-1).gather(-1, torch.tensor(seq[1:])[:, None])[:, 0]
+        if len(seq) - 1 == cap:  # forced_eos_token_id: </s> at the cap, scored 0
+            logp[-1] = 0.0
+        scores.append(float(logp.sum()) / (len(seq) - 1))
+    return scores
+
+
+# aiayn's stopping rule and generate()'s early_stopping that stop alike: "exact" bounds a live
+# hypothesis by the penalty at the cap, as "never" does with a positive length penalty; "first_k"
+# stops at K finished, as True does. ("current_length" and False differ by one in the length
+# that divides the live score: generate() 5.x divides by the tokens so far, aiayn by them + 1.)
+STOPPING = {"exact": "never", "first_k": True}
+
+
+@pytest.mark.parametrize("stopping", list(STOPPING))
+def test_beam_4_hypotheses_score_as_generate_scores_them_in_float64(imported_t5, stopping):
+    """Every hypothesis of aiayn's beam 4 (tokens and score) is one of generate()'s
+    (sequences_scores): T5's <pad> row, aiayn's <pad> and <s>, counted once in the search's
+    softmax, as transformers counts it (then banned from the output on both sides). In float64
+    to 1e-9 of transformers' model's own float64 scores of the same sequences (generate()
+    scores in fp32: its sequences_scores agree to its own error). </s> forced at the cap
+    (forced_eos), so that every hypothesis ends, the tiny model's loops too."""
+    from aiayn.generation.config import GenerationConfig
+    from aiayn.generation.search import search_hypotheses
+
+    folder, out = imported_t5
+    hf = transformers.T5ForConditionalGeneration.from_pretrained(folder).eval().double()
+    mt = aiayn.load(out)
+    mt.model.double()
+    assert mt.search_ids()["counted_once"] == [0]  # aiayn's <pad>: its <s> is T5's <pad> too
+    cap, ended = 12, 0
+    config = GenerationConfig(beam=4, alpha=1.0, length_penalty="avg",
+                              early_stopping=stopping, max_extra=cap,
+                              max_new_tokens=cap - 1, forced_eos=True, **mt.search_ids())
+    for text in SENTENCES:
+        source = mt.encode_source(text)
+        with torch.no_grad():
+            hf_out = hf.generate(input_ids=torch.tensor([[_t5_id(i) for i in source]]),
+                                 num_beams=4, num_return_sequences=4, do_sample=False,
+                                 max_new_tokens=cap, length_penalty=1.0,
+                                 early_stopping=STOPPING[stopping],
+                                 bad_words_ids=[[0]], forced_eos_token_id=1,
+                                 output_scores=True, return_dict_in_generate=True)
+        sequences = hf_out.sequences.tolist()
+        theirs = _t5_scores(hf, [_t5_id(i) for i in source], sequences, cap)
+        assert max(abs(a - b) for a, b in zip(theirs, hf_out.sequences_scores.tolist(),
+                                               strict=True)) < 1e-4  # generate()'s fp32
+        ours = search_hypotheses(mt.model, torch.tensor([source]), config)[0]
+        assert [[_t5_id(i) for i in h.tokens] for h in ours] == \
+            [seq[1:seq.index(1, 1)] for seq in sequences], text
+        for hyp, score in zip(ours, theirs, strict=True):
+            assert abs(hyp.score - score) <= 1e-9, (text, hyp, score)
+        ended += sum(len(h.tokens) < cap - 1 for h in ours)
+    assert ended >= 3, ended  # not only hypotheses cut at the cap
+
+
 def test_export_import_export_is_bit_for_bit_and_computes_the_same(imported_t5, tmp_path):
     """The export is T5's own folder again (tests/convert/test_hf_round_trip.py: every file), at
     T5's ids: the aiayn model's logits and greedy output there; imported and exported again, the

@@ -126,7 +126,7 @@ def _current(out: Path, stamp: dict[str, Any]) -> bool:
         return False
     try:
         written = json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError):
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError):  # damaged: made again
         return False
     # the source (weights read, config, tokenizer) and every file of the export as written: a
     # damaged, reordered or shortened vocabulary or model.bin is exported again
@@ -234,9 +234,11 @@ class CT2Decoder:
                    no_repeat_ngram_size: int = 0, bos_id: int, eos_id: int, pad_id: int,
                    forced_first_id: int | None = None, min_length: int = 0,
                    max_new_tokens: int | None = None, forced_eos: bool = False,
-                   device: Any = None, workers: Any = None) -> list[list[int]]:
+                   counted_once: Sequence[int] = (), device: Any = None,
+                   workers: Any = None) -> list[list[int]]:
         """See the module's doc for how each setting maps. `model`: its config's max_len;
-        device and workers: the CTranslate2 translator's own (load)."""
+        device and workers: the CTranslate2 translator's own (load); counted_once: the export
+        has it already (an imported T5's or Marian's <pad> column biased out of its softmax)."""
         _check_mapped(beam, early_stopping, no_repeat_ngram_size, forced_first_id)
         max_len = model.config.max_len
         limits = dict(self._limits(src_ids, max_len, max_extra, max_new_tokens, batch_size))

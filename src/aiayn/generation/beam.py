@@ -74,10 +74,10 @@ class BeamSearch:
         return length_penalty(length, self.cfg.alpha, self.cfg.length_penalty)
 
     def _lprobs(self, logits: Tensor) -> Tensor:
-        """(N, V) log-probabilities with the rules applied: banned tokens, repeated n-grams,
-        min/max length."""
+        """(N, V) log-probabilities with the rules applied: ids counted once in the softmax
+        (before it), banned tokens, repeated n-grams, min/max length (after it)."""
         cfg, v = self.cfg, logits.shape[-1]
-        lprobs = to_scores(logits, log_probs=True)
+        lprobs = to_scores(logits, log_probs=True, counted_once=cfg.counted_once)
         if self.banned:
             lprobs[:, self.banned] = float("-inf")
         if cfg.no_repeat_ngram_size:  # self.tokens (N, step): each beam's output so far

@@ -81,12 +81,19 @@ class GenerationConfig(Config):
         "help": "at the length limit </s> scores 0, as transformers' forced_eos_token_id"})
     banned: tuple[int, ...] = field(default=(), metadata={
         "help": "never produced (search also bans pad and BOS, fairseq-style)"})
+    # Not fairseq's rule, which bans after the softmax: an imported T5's or Marian's <pad> row is
+    # aiayn's <pad> and its <s> (convert/hf_original.repeated_ids); its logit is -inf BEFORE the
+    # log-softmax, so that row counts once, as the original's softmax counts it (Translator.score).
+    counted_once: tuple[int, ...] = field(default=(), metadata={
+        "help": "ids whose row another id repeats: left out of the softmax (an imported T5's "
+                "<pad>, also its <s>)"})
     sliding_window: bool = field(default=False, metadata={
         "help": "LM past max_len: crop to the last max_len tokens, recompute"})
 
     def __post_init__(self) -> None:
-        if isinstance(self.banned, list):  # a JSON round-trip gives a list
-            self.banned = tuple(self.banned)
+        for name in ("banned", "counted_once"):  # a JSON round-trip gives a list
+            if isinstance(getattr(self, name), list):
+                setattr(self, name, tuple(getattr(self, name)))
         self._check_types()
         if self.beam < 1:
             _fail("beam", self.beam, "must be a positive integer")
@@ -110,6 +117,7 @@ class GenerationConfig(Config):
         ids = {"bos_id": self.bos_id, "eos_id": self.eos_id, "pad_id": self.pad_id,
                "forced_first_id": self.forced_first_id}
         ids.update((f"banned[{i}]", token) for i, token in enumerate(self.banned))
+        ids.update((f"counted_once[{i}]", token) for i, token in enumerate(self.counted_once))
         for name, token in ids.items():
             if token is not None and (not isinstance(token, int) or token < 0):
                 _fail(name, token, "must be a token id (a non-negative integer)")

@@ -128,13 +128,16 @@ def decode_ids(model, src_ids: Sequence[Sequence[int]], *, beam: int = 4, alpha:
                early_stopping: str = "exact", workers: int | str = 1,
                no_repeat_ngram_size: int = 0, bos_id: int = BOS, eos_id: int = EOS,
                pad_id: int = PAD, forced_first_id: int | None = None, min_length: int = 0,
-               max_new_tokens: int | None = None, forced_eos: bool = False) -> list[list[int]]:
+               max_new_tokens: int | None = None, forced_eos: bool = False,
+               counted_once: Sequence[int] = ()) -> list[list[int]]:
     """Token ids in -> token ids out (no BOS/EOS), in input order. beam=1 is greedy search.
     bos_id / eos_id / pad_id: the decoder's first input, its end and the padding (aiayn's by
     default; an imported model's own, e.g. BART's decoder starts from </s> and pads with 1);
     forced_first_id: every output's first token (BART's forced_bos_token_id), kept in it;
     min_length / max_new_tokens: EOS not before that many tokens, at most that many, and
     forced_eos: EOS scored 0 at the limit (an imported model's own generation_config.json).
+    counted_once: ids left out of the softmax, as another id's row repeats theirs (an imported
+    T5's or Marian's <pad>, also its <s>: Translator.search_ids).
     no_repeat_ngram_size n > 0: no n-gram twice in an output (fairseq's and HF's option).
     workers > 1: the batches are decoded by that many CPU processes at once (same outputs;
     aiayn.generation.workers); "auto": one per CPU thread on a Linux CPU, else 1.
@@ -149,7 +152,8 @@ def decode_ids(model, src_ids: Sequence[Sequence[int]], *, beam: int = 4, alpha:
                               early_stopping=early_stopping, bos_id=bos_id, eos_id=eos_id,
                               pad_id=pad_id, max_extra=max_extra, forced_first_id=forced_first_id,
                               no_repeat_ngram_size=no_repeat_ngram_size, min_length=min_length,
-                              max_new_tokens=max_new_tokens, forced_eos=forced_eos)
+                              max_new_tokens=max_new_tokens, forced_eos=forced_eos,
+                              counted_once=tuple(counted_once))
     if batch_size < 1:
         raise ConfigError(f"batch_size={batch_size}: must be a positive integer")
     max_len = model.config.max_len

@@ -25,8 +25,12 @@ def force_first(scores: Tensor, token: int) -> None:
     scores[:, token] = 0.0
 
 
-def to_scores(logits: Tensor, log_probs: bool) -> Tensor:
-    """log_softmax in at least fp32 (half-precision logits lose too much), or the logits as they are."""
+def to_scores(logits: Tensor, log_probs: bool, counted_once: Sequence[int] = ()) -> Tensor:
+    """log_softmax in at least fp32 (half-precision logits lose too much), or the logits as they
+    are; `counted_once` (GenerationConfig's) -inf before either, so left out of the softmax."""
+    if counted_once:  # a copy: the step's logits stay as the model gave them
+        logits = logits.index_fill(-1, torch.tensor(counted_once, device=logits.device),
+                                   float("-inf"))
     if not log_probs:
         return logits
     return torch.log_softmax(logits.to(torch.promote_types(logits.dtype, torch.float32)), dim=-1)
@@ -62,7 +66,7 @@ class Sampler:
     def advance(self, logits: Tensor) -> tuple[Tensor | None, Tensor | None]:
         """logits (N, V) -> (live rows kept (N',) or None for all, next tokens (N', 1) or None)."""
         cfg = self.cfg
-        scores = to_scores(logits, self.log_probs)  # (N, V)
+        scores = to_scores(logits, self.log_probs, cfg.counted_once)  # (N, V)
         if self.banned:
             scores[:, self.banned] = float("-inf")  # never emit padding or BOS (fairseq)
         if cfg.no_repeat_ngram_size:

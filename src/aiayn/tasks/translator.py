@@ -90,12 +90,16 @@ class Translator:
                 "max_new_tokens": folder.get("max_new_tokens"),
                 "forced_eos": folder.get("forced_eos", False)}
 
-    def search_ids(self) -> dict[str, int | None]:
-        """The decoder's first input, end and padding, and the token every output starts with
-        (an imported BART's forced_bos_token_id, <s>), as decode_ids takes them."""
+    def search_ids(self) -> dict[str, Any]:
+        """The decoder's first input, end and padding, the token every output starts with (an
+        imported BART's forced_bos_token_id, <s>), and the ids left out of the softmax (an
+        imported T5's or Marian's <pad>, whose row is its <s> too: counted once, as `score`
+        and the original count it), as decode_ids takes them."""
+        from aiayn.convert.hf_original import repeated_ids
+
         s = self.special
         return {"bos_id": s["decoder_start"], "eos_id": s["eos"], "pad_id": s["pad"],
-                "forced_first_id": s.get("forced_bos")}
+                "forced_first_id": s.get("forced_bos"), "counted_once": repeated_ids(self.meta)}
 
     @classmethod
     def load(cls, folder: str | Path, device: str | torch.device = "cpu",
