@@ -130,3 +130,20 @@ def test_config_from_json_is_bounded_and_stays_a_value_error():
     with pytest.raises(ConfigError, match="expected a JSON object"):
         TrainConfig.from_json("[1]")
     assert TrainConfig.from_json(TrainConfig(max_steps=7).to_json()).max_steps == 7
+
+
+def test_a_deep_metrics_line_or_demo_config_is_one_line_not_a_traceback(tmp_path, capsys):
+    """The other JSON readers are bounded the same way: a metrics.jsonl line nested 100,000 deep
+    (viz curves) is refused naming the file and line; a folder whose config.json is so nested
+    is not taken for a demo folder by `aiayn demo --out` (refused, not a RecursionError)."""
+    from aiayn.viz.curves import read_metrics
+
+    deep = "[" * 100_000 + "]" * 100_000
+    (tmp_path / "metrics.jsonl").write_text('{"step": 1, "loss": 2.0}\n' + deep + "\n")
+    with pytest.raises(UserError, match=r"metrics\.jsonl:2: nested deeper than"):
+        read_metrics(tmp_path)
+    out = tmp_path / "demo"
+    out.mkdir()
+    (out / "config.json").write_text(deep)
+    assert main(["demo", "--out", str(out), "--minutes", "0.1"]) == 2
+    assert "is not a demo model folder" in capsys.readouterr().err

@@ -47,9 +47,11 @@ def _check_out(out: Path) -> None:
     if out.is_dir() and not folder_contents(out):
         return
     config = out / CONFIG_FILE
-    try:
-        is_demo = json.loads(config.read_text(encoding="utf-8")).get("demo") is True
-    except (OSError, ValueError, AttributeError):
+    from aiayn.config.files import load_json, read_text
+
+    try:  # bounded: a config.json nested 100,000 deep is not the demo's
+        is_demo = load_json(read_text(config), config).get("demo") is True
+    except (OSError, ValueError, AttributeError, UserError):
         is_demo = False
     if not is_demo:
         raise UserError(f"{out}: already exists and is not a demo model folder; "

@@ -14,6 +14,7 @@ from typing import Any
 
 from matplotlib.figure import Figure
 
+from aiayn.config.files import load_json
 from aiayn.errors import UserError
 from aiayn.viz.style import new_figure
 
@@ -41,7 +42,7 @@ def read_metrics(folder: str | Path) -> list[dict[str, Any]]:
         if not line.strip():
             continue
         try:
-            row = json.loads(line)
+            row = load_json(line, f"{path}:{n}")  # bounded in depth
         except json.JSONDecodeError as e:
             raise UserError(f"{path}:{n}: invalid JSON ({e.msg})") from None
         if not isinstance(row, dict) or not isinstance(row.get("step"), int):
