@@ -26,6 +26,7 @@ import torch
 from torch import nn
 
 from aiayn.config import Config, _fail
+from aiayn.convert.hf_original import repeated_ids
 from aiayn.data.batching import Batch, collate, token_batches
 from aiayn.data.parallel import Pair, filter_long, read_parallel
 from aiayn.data.special import EOS, PAD
@@ -195,13 +196,27 @@ def denoising_batches(docs: Sequence[list[int]], data: DataConfig, special: Sequ
 
 # -- loss ----------------------------------------------------------------------------------------
 
-def translation_loss(eps: float) -> Callable[[nn.Module, Batch], tuple[torch.Tensor, int, dict]]:
-    """§5.4 label-smoothed cross-entropy, summed over non-pad target tokens."""
+def translation_loss(eps: float, counted_once: Sequence[int] = ()
+                     ) -> Callable[[nn.Module, Batch], tuple[torch.Tensor, int, dict]]:
+    """§5.4 label-smoothed cross-entropy, summed over non-pad target tokens. `counted_once`:
+    vocabulary columns left out of the softmax, as another id's row repeats theirs (an imported
+    T5's or Marian's <pad>, also its <s>: convert/hf_original.repeated_ids), so that the loss is
+    the original's (transformers' own, over its vocabulary); none for aiayn's own models."""
+    kept: dict[tuple[int, torch.device], torch.Tensor] = {}  # (V, device) -> (V',) columns
 
     def loss_fn(model: nn.Module, batch: Batch):
         keep = batch.tgt_out != PAD
         logits = model(batch.src, batch.tgt_in, select=keep)  # (N, V): non-pad targets only
         target = batch.tgt_out[keep]
+        if counted_once:  # (N, V') the other columns, the targets (never those ids) among them
+            v, device = logits.shape[-1], logits.device
+            if (v, device) not in kept:  # built once: no host sync per batch
+                kept[v, device] = torch.tensor([i for i in range(v) if i not in counted_once],
+                                               device=device)
+            dropped_below = torch.zeros(v, dtype=torch.long, device=device)
+            dropped_below[list(counted_once)] = 1
+            target = target - dropped_below.cumsum(0)[target]
+            logits = logits[:, kept[v, device]]
         # in fp32 whatever the autocast dtype; the prediction for the accuracy comes with it
         loss, nll, predicted = smoothed_cross_entropy(logits, target, eps)
         correct = int((predicted == target).sum())
@@ -242,13 +257,15 @@ def reports_rouge(data: DataConfig) -> bool:
 
 
 def make_evaluate(tok: Tokenizer, valid_ids, data: DataConfig, eps: float,
-                  max_tokens: int) -> Callable[[nn.Module], dict[str, Any]]:
+                  max_tokens: int, counted_once: Sequence[int] = ()
+                  ) -> Callable[[nn.Module], dict[str, Any]]:
     """Validation loss (label-smoothed and plain NLL per token) and BLEU/chrF/exact match; with
     reports_rouge(data), ROUGE-1/2/L F-measures as T5 (Raffel et al. 2020) and BART (Lewis et al.
-    2020) report their summaries' (aiayn.summarization.rouge_scores)."""
+    2020) report their summaries' (aiayn.summarization.rouge_scores). `counted_once`: as
+    translation_loss takes it, for the loss and the search."""
     batches = [collate([valid_ids[i] for i in b]) for b in
                token_batches([(len(s), len(t) + 1) for s, t in valid_ids], max_tokens, False)]
-    loss_fn = translation_loss(eps)
+    loss_fn = translation_loss(eps, counted_once)
     rouge = reports_rouge(data)
 
     def evaluate(model: nn.Module) -> dict[str, Any]:
@@ -258,7 +275,8 @@ def make_evaluate(tok: Tokenizer, valid_ids, data: DataConfig, eps: float,
         for batch in batches:
             loss, n, extra = loss_fn(model, batch.to(device))
             total, nll, n_tok = total + float(loss), nll + float(extra["nll"]), n_tok + n
-        hyp_ids = decode_ids(model, [s for s, _ in valid_ids], beam=data.valid_beam, device=device)
+        hyp_ids = decode_ids(model, [s for s, _ in valid_ids], beam=data.valid_beam, device=device,
+                             counted_once=counted_once)
         hyps = tok.decode_batch(hyp_ids)
         refs = [tok.decode(t) for _, t in valid_ids]
         scores = score_translations(hyps, refs)
@@ -288,7 +306,9 @@ def train(exp: Experiment, resume: bool = False, out: str | Path | None = None,
         t0 = time.monotonic()
         splits = load_documents(data) if data.objective else load_pairs(data)
         texts = splits["train"] if data.objective else [s for p in splits["train"] for s in p]
-        tok, model = _tokenizer_and_model(exp, run, texts)
+        tok, model, notes = _tokenizer_and_model(exp, run, texts)
+        data = _as_pretrained_reads(data, notes, say)
+        counted_once = repeated_ids(notes)  # an imported T5's or Marian's <pad>: also its <s>
         distributed.check_same(tok.to_json(), "the tokenizer")
         model_cfg = model.config
         train_ids, valid_ids, special, stops = _encode(tok, splits, data, model_cfg.max_len,
@@ -303,24 +323,37 @@ def train(exp: Experiment, resume: bool = False, out: str | Path | None = None,
             f"vocabulary {tok.vocab_size} ({time.monotonic() - t0:.1f} s)")
         say(f"model: {model.num_parameters():,} parameters (d_model {model_cfg.d_model}, "
             f"{model_cfg.n_encoder_layers}+{model_cfg.n_decoder_layers} layers)")
-        evaluate = make_evaluate(tok, valid_ids, data, cfg.label_smoothing, cfg.max_tokens)
+        evaluate = make_evaluate(tok, valid_ids, data, cfg.label_smoothing, cfg.max_tokens,
+                                 counted_once)
         first = (splits["valid"] or splits["train"])[0]
-        meta = {**(meta or {}), "task": "translation", "source_eos": data.source_eos,
+        meta = {**(meta or {}), **notes, "task": "translation", "source_eos": data.source_eos,
                 "example": (first if data.objective else first[0])[:EXAMPLE_CHARS]}
         if run.begin_folder():
             tok.save(run.folder)
         batches = denoising_batches(train_ids, data, special, model_cfg.max_len, cfg.max_tokens,
                                     cfg.seed, stops) if data.objective else \
             pair_batches(train_ids, cfg.max_tokens, cfg.seed)
-        trainer = Trainer(model, cfg, batches, translation_loss(cfg.label_smoothing), run,
+        trainer = Trainer(model, cfg, batches, translation_loss(cfg.label_smoothing, counted_once),
+                          run,
                           family=FAMILY, meta=meta, evaluate=evaluate)
         return trainer.fit()
 
 
-def _tokenizer_and_model(exp: Experiment, run, texts: Sequence[str]) -> tuple[Tokenizer, nn.Module]:
+# What a pretrained folder's meta says about its vocabulary and how its model reads: a model
+# fine-tuned from it (model.init) keeps them. An imported T5's or Marian's original folder
+# (hf_original: its export gives back the original config.json, tokenizer files and ids, the
+# values fine-tuning changed written over), its own special ids and source markers (T5's </s>),
+# and its own search (generation), which its exported generation_config.json still states.
+PRETRAINED_NOTES = ("imported", "hf_original", "special_ids", "source_bos", "source_eos",
+                    "generation")
+
+
+def _tokenizer_and_model(exp: Experiment, run, texts: Sequence[str]
+                         ) -> tuple[Tokenizer, nn.Module, dict[str, Any]]:
     """A new run's tokenizer (trained on `texts`, plus the objective's tokens) and model; a
     resumed run's tokenizer; with model.init, the pretrained folder's (a resumed run's own)
-    weights and tokenizer, its vocabulary kept (training.finetune)."""
+    weights and tokenizer, its vocabulary kept (training.finetune), and what its meta says of
+    them (PRETRAINED_NOTES; {} without model.init)."""
     data, init = exp.data, exp.model.get("init")
     if init is not None:
         from aiayn.training.finetune import init_model
@@ -328,8 +361,9 @@ def _tokenizer_and_model(exp: Experiment, run, texts: Sequence[str]) -> tuple[To
         model, meta = init_model(FAMILY, folder, exp.model, exp.source)
         if "special_ids" in meta:  # an imported BART: its <s>, <pad>, </s> are at its own ids
             raise UserError(f"{exp.source}: model.init={init}: a model with special ids of its "
-                            "own (imported); fine-tuning one is not supported")
-        return Tokenizer.load(folder), model
+                            "own (an imported BART); fine-tuning one is not supported")
+        notes = {k: meta[k] for k in PRETRAINED_NOTES if k in meta}
+        return Tokenizer.load(folder), model, notes
     if run.resume:
         tok = Tokenizer.load(run.folder)
     else:
@@ -337,7 +371,20 @@ def _tokenizer_and_model(exp: Experiment, run, texts: Sequence[str]) -> tuple[To
         if data.objective:
             from aiayn.data.denoising import add_objective_tokens
             add_objective_tokens(tok, data.objective)
-    return tok, Transformer(exp.model_config(vocab_size=tok.vocab_size, pad_id=PAD))
+    return tok, Transformer(exp.model_config(vocab_size=tok.vocab_size, pad_id=PAD)), {}
+
+
+def _as_pretrained_reads(data: DataConfig, notes: dict[str, Any],
+                         say: Callable[[str], None]) -> DataConfig:
+    """`data` with the sources marked as an imported pretrained model reads them (T5's and
+    Marian's end with </s>, as their tokenizers make them: Translator.encode_source), whatever
+    data.source_eos says; an aiayn model's as data.source_eos says (its pretraining's or not)."""
+    if "imported" not in notes or bool(notes.get("source_eos")) == data.source_eos:
+        return data
+    source_eos = bool(notes.get("source_eos"))
+    say(f"data: sources {'end' if source_eos else 'do not end'} with </s>, as the imported "
+        f"model ({notes['imported']}, model.init) reads them (data.source_eos={source_eos})")
+    return data.replace(source_eos=source_eos)
 
 
 def _encode(tok: Tokenizer, splits: dict[str, list], data: DataConfig, max_len: int, seed: int):
