@@ -30,3 +30,9 @@ def test_sampling_flags_with_greedy_decoding_are_refused(lm, capsys, flag):
     code, out, _ = run(capsys, "generate", "--model", lm, "--temperature", "0.5", *flag,
                        "--max-new-tokens", "3")
     assert code == 0 and out.endswith("\n")
+
+
+def test_serve_refuses_the_ctranslate2_compute_type_without_the_engine(lm, capsys):
+    code, out, err = run(capsys, "serve", "--model", lm, "--ct2-compute-type", "int8",
+                         "--port", "0")
+    assert code == 2 and out == "" and "add --engine ctranslate2" in err and err.count("\n") == 1

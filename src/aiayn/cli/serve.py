@@ -16,7 +16,7 @@ def register(sub) -> None:
     p.add_argument("--engine", default="torch", choices=("torch", "ctranslate2"),
                    help="who decodes a translation folder: torch (default) or ctranslate2 "
                         "(pip install aiayn[ct2]; attention still drawn by the PyTorch model)")
-    p.add_argument("--ct2-compute-type", default="default", metavar="TYPE",
+    p.add_argument("--ct2-compute-type", default=None, metavar="TYPE",
                    help="with --engine ctranslate2: default (float32), int8, bfloat16, ...")
     p.set_defaults(func=run)
 
@@ -26,6 +26,10 @@ def run(args) -> int:
     from aiayn.viz.server import serve
     if not 0 <= args.port <= 65535:
         raise UserError(f"--port {args.port}: must be in 0..65535")
+    if args.engine != "ctranslate2" and args.ct2_compute_type is not None:
+        raise UserError(f"--ct2-compute-type {args.ct2_compute_type} sets CTranslate2's compute "
+                        "type: add --engine ctranslate2")
+    args.ct2_compute_type = args.ct2_compute_type or "default"
     serve(args.model, args.host, args.port, args.threads, engine=args.engine,
           **({"compute_type": args.ct2_compute_type} if args.engine == "ctranslate2" else {}))
     return 0
