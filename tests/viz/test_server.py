@@ -218,16 +218,16 @@ def test_waitress_limits_answer_json(tr_app):
 
 
 def test_idle_connections_do_not_lock_others_out(tr_app):
+    """150 idle connections (more than the request threads) and a request is still answered:
+    a server whose threads waited on them would answer only once they timed out (waitress:
+    after 120 s), past this request's own timeout, which then fails the test."""
     import socket
-    import time
     _, app = tr_app
     with serving(app) as port:
         idle = [socket.create_connection(("127.0.0.1", port)) for _ in range(150)]
         try:
-            start = time.monotonic()
             with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/info", timeout=30) as r:
                 assert r.status == 200
-            assert time.monotonic() - start < 2
         finally:
             for sock in idle:
                 sock.close()
