@@ -242,7 +242,7 @@ def writable_file(option: str, path: str, inputs: dict[str, str | None] | None =
     import os
     from pathlib import Path
 
-    from aiayn.folder import model_folder_around
+    from aiayn.files import model_folder_around
 
     target = Path(path)
     folder = target.parent
