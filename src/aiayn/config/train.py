@@ -82,6 +82,11 @@ class TrainConfig(Config):
         "help": "auto (CUDA when present, else MPS, else CPU), cpu, cuda, cuda:N, mps"})
     compile: bool = field(default=False, metadata={
         "help": "torch.compile the model (in place) for training; slower to start"})
+    # Batches are built (padded, and pinned for a GPU) on a background thread this many ahead
+    # of the update that takes them, in the same order (training/stream.py: Prefetcher).
+    prefetch: int = field(default=2, metadata={
+        "help": "batches built ahead on a background thread; 0: each on the main thread when "
+                "the update needs it"})
     log_every: int = field(default=50, metadata={
         "help": "steps between training-loss lines (metrics.jsonl, console)"})
     eval_every: int = field(default=1000, metadata={"help": "0: only at the end"})
@@ -126,7 +131,7 @@ class TrainConfig(Config):
         for name in ("max_steps", "max_tokens", "accum_steps", "log_every", "keep_last_n"):
             if getattr(self, name) <= 0:
                 _fail(name, getattr(self, name), "must be a positive integer")
-        for name in ("warmup_steps", "eval_every", "save_every", "seed"):
+        for name in ("warmup_steps", "eval_every", "save_every", "seed", "prefetch"):
             if getattr(self, name) < 0:
                 _fail(name, getattr(self, name), "must be a non-negative integer")
         if self.lr_schedule == "noam" and self.warmup_steps == 0:

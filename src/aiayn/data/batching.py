@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 
 import torch
 from torch import Tensor
@@ -69,22 +69,27 @@ class Batch:
     src      (B, S)  source ids, padded with pad_id
     tgt_in   (B, T)  decoder input: <s> followed by the target (the output "shifted right")
     tgt_out  (B, T)  what the decoder should predict: the target followed by </s>
+    tgt_count        the non-pad tokens of tgt_out, counted on the host when collated (None:
+                     counted from tgt_out when asked), so that a trainer knows them without
+                     waiting for a GPU
     """
 
     src: Tensor
     tgt_in: Tensor
     tgt_out: Tensor
     pad_id: int = PAD
+    tgt_count: int | None = field(default=None, repr=False)
 
     def pin_memory(self) -> Batch:
         """The batch in page-locked memory, from which a copy to a GPU can overlap compute."""
         return Batch(self.src.pin_memory(), self.tgt_in.pin_memory(), self.tgt_out.pin_memory(),
-                     self.pad_id)
+                     self.pad_id, self.tgt_count)
 
     def to(self, device: torch.device | str, non_blocking: bool = False) -> Batch:
         return Batch(self.src.to(device, non_blocking=non_blocking),
                      self.tgt_in.to(device, non_blocking=non_blocking),
-                     self.tgt_out.to(device, non_blocking=non_blocking), self.pad_id)
+                     self.tgt_out.to(device, non_blocking=non_blocking), self.pad_id,
+                     self.tgt_count)
 
     def __len__(self) -> int:
         return self.src.size(0)
@@ -96,11 +101,13 @@ class Batch:
     @property
     def n_tgt_tokens(self) -> int:
         """Real target tokens (</s> included): what §5.4's loss is normalised by."""
+        if self.tgt_count is not None:
+            return self.tgt_count
         return int((self.tgt_out != self.pad_id).sum())
 
     def __repr__(self) -> str:
         shapes = ", ".join(f"{f.name}={tuple(getattr(self, f.name).shape)}"
-                           for f in fields(self) if f.name != "pad_id")
+                           for f in fields(self) if f.name not in ("pad_id", "tgt_count"))
         return f"Batch({shapes}, n_tgt_tokens={self.n_tgt_tokens})"
 
 
@@ -115,17 +122,17 @@ def pad_ids(seqs: Sequence[Sequence[int]], pad_id: int = PAD) -> torch.Tensor:
 
 def collate(pairs_ids: Sequence[tuple[Sequence[int], Sequence[int]]], pad_id: int = PAD,
             bos_id: int = BOS, eos_id: int = EOS) -> Batch:
-    """Pad a list of (source ids, target ids) into a Batch (ids without <s>/</s>)."""
+    """Pad a list of (source ids, target ids) into a Batch (ids without <s>/</s>), its target
+    tokens counted here, on the host."""
     if not pairs_ids:
         raise UserError("collate: cannot build a batch from no examples")
-    n = len(pairs_ids)
     s_len = max(len(src) for src, _ in pairs_ids)
     t_len = max(len(tgt) for _, tgt in pairs_ids) + 1
-    src = torch.full((n, s_len), pad_id, dtype=torch.long)  # (B, S)
-    tgt_in = torch.full((n, t_len), pad_id, dtype=torch.long)  # (B, T)
-    tgt_out = torch.full((n, t_len), pad_id, dtype=torch.long)  # (B, T)
-    for b, (s, t) in enumerate(pairs_ids):
-        src[b, :len(s)] = torch.as_tensor(list(s), dtype=torch.long)
-        tgt_in[b, :len(t) + 1] = torch.as_tensor([bos_id, *t], dtype=torch.long)
-        tgt_out[b, :len(t) + 1] = torch.as_tensor([*t, eos_id], dtype=torch.long)
-    return Batch(src, tgt_in, tgt_out, pad_id)
+    # Each row padded as a list, then one tensor per field: one call into torch, not 3 per row.
+    src = torch.tensor([[*s, *[pad_id] * (s_len - len(s))] for s, _ in pairs_ids],
+                       dtype=torch.long)  # (B, S)
+    tgt_in = torch.tensor([[bos_id, *t, *[pad_id] * (t_len - 1 - len(t))] for _, t in pairs_ids],
+                          dtype=torch.long)  # (B, T)
+    tgt_out = torch.tensor([[*t, eos_id, *[pad_id] * (t_len - 1 - len(t))] for _, t in pairs_ids],
+                           dtype=torch.long)  # (B, T)
+    return Batch(src, tgt_in, tgt_out, pad_id, int((tgt_out != pad_id).sum()))

@@ -2,6 +2,9 @@
 
 The trainer divides the summed loss of a whole update (all accumulated batches) by its number of
 non-pad target tokens, so the loss is normalised per token as in the paper, whatever the batching.
+Every count and sum here stays a tensor on the logits' device: reading one as a Python number
+(int(), float(), .item()) would make the host wait for the GPU; the trainer reads them when it
+logs, and takes the units it divides by from the batch, counted on the host (stream.host_units).
 """
 
 from __future__ import annotations
@@ -64,7 +67,7 @@ def smoothed_cross_entropy(logits: Tensor, target: Tensor,
 
 
 def label_smoothed_nll(logits: Tensor, target: Tensor, eps: float = 0.1,
-                       pad_id: int | None = 0) -> tuple[Tensor, Tensor, int]:
+                       pad_id: int | None = 0) -> tuple[Tensor, Tensor, Tensor | int]:
     """§5.4 label smoothing with eps_ls = eps.
 
     logits (..., V), target (...) -> (loss_sum, nll_sum, n_tokens) over positions whose target is
@@ -75,22 +78,25 @@ def label_smoothed_nll(logits: Tensor, target: Tensor, eps: float = 0.1,
         loss = (1 - eps) * -log p(y) + eps * mean_v(-log p(v))
 
     (fairseq spreads eps over the V - 1 other classes: the same loss to within eps / V.)
-    `nll_sum` is the plain cross-entropy (for perplexity), also summed.
+    `nll_sum` is the plain cross-entropy (for perplexity), also summed. `n_tokens` is a 0-dim
+    tensor on the target's device (counted there, without a host sync), or the int
+    target.numel() when pad_id is None.
     """
     loss, nll, _ = smoothed_cross_entropy(logits, target, eps)
     if pad_id is not None:
         keep = target != pad_id
         loss = loss.masked_fill(~keep, 0.0)
         nll = nll.masked_fill(~keep, 0.0)
-        n_tokens = int(keep.sum())
+        n_tokens = keep.sum()
     else:
         n_tokens = target.numel()
     return loss.sum(), nll.sum(), n_tokens
 
 
 def classification_loss(logits: Tensor, labels: Tensor,
-                        label_smoothing: float = 0.0) -> tuple[Tensor, int, dict[str, int]]:
+                        label_smoothing: float = 0.0) -> tuple[Tensor, int, dict[str, Tensor]]:
     """Class logits (B, C) and labels (B,) -> (cross-entropy summed over the batch, examples,
-    {"accuracy": correct count}): the Trainer divides the sums by the example count."""
+    {"accuracy": correct count, a 0-dim tensor}): the Trainer divides the sums by the example
+    count."""
     loss = F.cross_entropy(logits.float(), labels, label_smoothing=label_smoothing, reduction="sum")
-    return loss, len(labels), {"accuracy": int((logits.argmax(-1) == labels).sum())}
+    return loss, len(labels), {"accuracy": (logits.argmax(-1) == labels).sum()}

@@ -24,6 +24,52 @@ from aiayn.training.checkpoint import rng_state, set_rng_state
 from aiayn.training.metrics import MetricsLog
 
 
+class Window:
+    """The updates since the last training-loss line: their units (a host int) and their sums
+    (loss and the loss function's others), each kept where it was computed. A tensor stays on
+    its device, added up there (float64; float32 on MPS, which has none) without the host
+    waiting for it; read() brings them all to the host at once, at log time.
+
+    `units_check`: the units the loss function counted on the device where the trainer divided
+    by the batch's host count instead; read() raises when the two differ."""
+
+    def __init__(self, t: float):
+        self.reset(t)
+
+    def reset(self, t: float) -> None:
+        self.t, self.units = t, 0
+        self._host: dict[str, float] = {}
+        self._device: dict[str, torch.Tensor] = {}
+
+    def add(self, sums: dict[str, Any], units: int) -> None:
+        self.units += units
+        for k, v in sums.items():
+            if not isinstance(v, torch.Tensor):
+                self._host[k] = self._host.get(k, 0.0) + v
+            elif k in self._device:
+                self._device[k].add_(v.detach())
+            else:
+                dtype = torch.float32 if v.device.type == "mps" else torch.float64
+                self._device[k] = v.detach().to(dtype, copy=True)
+
+    def read(self) -> dict[str, float]:
+        """The sums as Python numbers (one copy to the host per device)."""
+        out = dict(self._host)
+        by_device: dict[torch.device, list[str]] = {}
+        for k, v in self._device.items():
+            by_device.setdefault(v.device, []).append(k)
+        for keys in by_device.values():
+            values = torch.stack([self._device[k] for k in keys]).tolist()
+            for k, v in zip(keys, values, strict=True):
+                out[k] = out.get(k, 0.0) + v
+        counted = out.pop("units_check", None)
+        if counted is not None and round(counted) != self.units:
+            raise RuntimeError(f"the loss function counted {round(counted)} units in the last "
+                               f"updates, their batches {self.units} (Batch.tgt_count): the "
+                               "loss must count the batch's non-pad target tokens")
+        return out
+
+
 class StopRule:
     """train.stop_when: a condition on a validation metric ("valid_exact_match>=100") that must
     hold at `patience` evaluations in a row before the run stops."""
@@ -82,20 +128,15 @@ class Progress:
             return f"train.max_steps={cfg.max_steps} reached"
         return "stopped by SIGTERM" if stopped_by == "sigterm" else "interrupted (Ctrl-C)"
 
-    @staticmethod
-    def _add_to_window(window: dict[str, Any], loss: float, n: int, sums: dict[str, float]) -> None:
-        """Add an update's loss, units and other sums to those of the next training-loss line."""
-        window["loss"] += loss
-        window["tokens"] += n
-        for k, v in sums.items():
-            window["sums"][k] = window["sums"].get(k, 0.0) + v
-
-    def _log_train(self, log: MetricsLog, bar: tqdm, window: dict[str, Any]) -> dict[str, Any]:
+    def _log_train(self, log: MetricsLog, bar: tqdm, window: Window) -> dict[str, Any]:
+        """The training-loss line: the window's sums, read now (the one wait for the device in
+        log_every updates), per unit."""
         now = time.monotonic()
-        n = max(window["tokens"], 1)
-        row = {"loss": window["loss"] / n, "lr": self.optimizer.param_groups[0]["lr"],
-               "tokens_per_s": window["tokens"] / max(now - window["t"], 1e-9)}
-        row.update({k: v / n for k, v in window["sums"].items()})
+        n = max(window.units, 1)
+        sums = window.read()
+        row = {"loss": sums.pop("loss", 0.0) / n, "lr": self.optimizer.param_groups[0]["lr"],
+               "tokens_per_s": window.units / max(now - window.t, 1e-9)}
+        row.update({k: v / n for k, v in sums.items()})
         log.log(self.step, row)
         bar.set_postfix(loss=f"{row['loss']:.3f}", lr=f"{row['lr']:.2e}",
                         tok_s=f"{row['tokens_per_s']:.0f}",
@@ -103,7 +144,7 @@ class Progress:
         if self.cfg.progress and not self._tty:
             self._say(f"step {self.step} | loss {row['loss']:.4g} | lr {row['lr']:.2e} | "
                       f"{row['tokens_per_s']:,.0f} tok/s | {self._time_left()}")
-        window.update(loss=0.0, tokens=0, sums={}, t=now)
+        window.reset(now)
         return row
 
     def _pace(self) -> tuple[float, float | None]:
@@ -170,4 +211,4 @@ class Progress:
             self.stop_rule = None
 
 
-__all__ = ["Progress", "StopRule"]
+__all__ = ["Progress", "StopRule", "Window"]

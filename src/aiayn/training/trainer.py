@@ -6,7 +6,15 @@ The family supplies a model, a resumable BatchStream, and a loss function
 
 where `loss_sum` is a scalar tensor summed over the batch's `n_tokens` units (non-pad target tokens
 for translation, examples for a classifier) and `sums` holds other per-unit sums to report
-(e.g. {"nll": ..., "correct": ...}). One update sums the losses of `accum_steps` batches and divides
+(e.g. {"nll": ..., "correct": ...}).
+
+The GPU runs ahead of the host: nothing in an update waits for it. The loss and the sums stay
+tensors on the device, added up there and read once per training-loss line (progress.Window);
+the units an update divides its gradients by are host numbers: an int from the loss function,
+or, where it returns a device tensor, the count the batch carries from the host (Batch.tgt_count,
+counted when collated; checked against the loss's own count at log time); the clipped gradient
+norm is read at log time too. Batches are built, padded and pinned a few ahead by a background
+thread (stream.Prefetcher, train.prefetch), in the same order, so a resumed run is unchanged. One update sums the losses of `accum_steps` batches and divides
 the gradients by their total unit count: the loss is normalised per token (§5.4), whatever the
 batching. An optional `evaluate(model) -> dict` runs every `eval_every` steps (in eval mode, under
 no_grad, with the RNG state restored afterwards so that evaluating never changes training).
@@ -44,13 +52,13 @@ from aiayn.training import distributed
 from aiayn.training.averaging import WeightAverage
 from aiayn.training.checkpoint import rng_state, set_rng_state
 from aiayn.training.metrics import MetricsLog
-from aiayn.training.progress import Progress, StopRule
+from aiayn.training.progress import Progress, StopRule, Window
 from aiayn.training.run import Run, TrainResult, folder_run, seed_everything
 from aiayn.training.schedule import learning_rate, make_optimizer, set_lr
-from aiayn.training.stream import BatchStream
+from aiayn.training.stream import BatchStream, Prefetcher
 from aiayn.training.trainer_state import TrainerState
 
-LossFn = Callable[[nn.Module, Any], tuple[Tensor, int, dict[str, Any]]]
+LossFn = Callable[[nn.Module, Any], tuple[Tensor, int | Tensor, dict[str, Any]]]
 
 
 class Trainer(TrainerState, Progress):
@@ -94,6 +102,7 @@ class Trainer(TrainerState, Progress):
         self.stop_rule = StopRule(config.stop_when, config.stop_patience) \
             if config.stop_when and evaluate is not None else None
         self._saturated_at: int | None = None  # the step whose evaluation met the rule
+        self._feed: Prefetcher | None = None  # the batches, built ahead (while fit() runs)
 
     def fit(self, resume: bool | None = None) -> TrainResult:
         """Train (resume: continue the run in the folder; None: as the Run says) to the end of
@@ -120,6 +129,8 @@ class Trainer(TrainerState, Progress):
             self.model.compile()
         if self.world.active:
             self.net = distributed.wrap(self.net, self.device, self._leaves_parameters_unused())
+        self._feed = Prefetcher(self.batches, self._take, cfg.prefetch,
+                                pin=self.device.type == "cuda")
         self._mark_boundary(self.elapsed)
         previous = self._install_signal_handlers()
         try:
@@ -130,6 +141,8 @@ class Trainer(TrainerState, Progress):
                 torch.distributed.barrier()
             return result
         finally:
+            self._feed.close()  # the stream left at the last batch taken
+            self._feed = None
             log.close()
             for signum, handler in previous.items():
                 signal.signal(signum, handler)
@@ -150,7 +163,7 @@ class Trainer(TrainerState, Progress):
         self._start, self._first_step = start, self.step
         if self._precision_note:  # auto's choice, or bf16 emulated on this CPU
             self._say(self._precision_note)
-        window = {"loss": 0.0, "tokens": 0, "sums": {}, "t": time.monotonic()}
+        window = Window(time.monotonic())
         timed_saves = self._final_save_times()
         last: dict[str, Any] = {}
         stopped_by = "max_steps"
@@ -160,10 +173,10 @@ class Trainer(TrainerState, Progress):
                 if reason is not None:
                     stopped_by = reason
                     break
-                loss_sum, n_tok, sums = self._update()
+                sums, units = self._update()
                 elapsed = self._agreed_elapsed if self.world.active else time.monotonic() - start
                 self._mark_boundary(elapsed)
-                self._add_to_window(window, loss_sum, n_tok, sums)
+                window.add(sums, units)
                 if cfg.max_minutes is not None:
                     bar.total = self._expected_steps()
                 bar.update(1)
@@ -197,7 +210,10 @@ class Trainer(TrainerState, Progress):
         forward/backward of the next batch, with the stream and the RNG put back afterwards."""
         position, saved = self.batches.state_dict(), rng_state()
         self.model.train()
-        loss, _, _ = self._forward(self._to_device(next(self.batches)))  # self.net: not DDP yet
+        batch = next(self.batches)
+        if self.device.type == "cuda":
+            batch = batch.pin_memory()
+        loss, _, _ = self._forward(self._to_device(batch))  # self.net: not DDP yet
         loss.backward()
         unused = any(p.requires_grad and p.grad is None for p in self.model.parameters())
         self.model.zero_grad(set_to_none=True)
@@ -205,16 +221,17 @@ class Trainer(TrainerState, Progress):
         set_rng_state(saved)
         return bool(distributed.all_sum([unused])[0])
 
-    def _next_batch(self) -> Any:
-        """This process's next batch: every world-size-th of the shared stream."""
+    def _take(self, stream: BatchStream) -> Any:
+        """This process's next batch: every world-size-th of the shared stream (called by the
+        Prefetcher, on its thread)."""
         if not self.world.active:
-            return next(self.batches)
+            return next(stream)
         batch = None
         for rank in range(self.world.size):
             if rank == self.world.rank:
-                batch = next(self.batches)
+                batch = next(stream)
             else:
-                self.batches.skip()
+                stream.skip()
         return batch
 
     def _forward(self, batch: Any) -> tuple[Tensor, int, dict[str, Any]]:
@@ -224,46 +241,40 @@ class Trainer(TrainerState, Progress):
 
     def _to_device(self, batch: Any) -> Any:
         """A batch (a Batch, a tensor, or a tuple of tensors) on the training device; to a GPU
-        through page-locked memory, so the copy does not stall the host."""
+        without waiting (the Prefetcher pinned it: page-locked memory, an asynchronous copy)."""
         if isinstance(batch, (tuple, list)):
             return type(batch)(self._to_device(b) for b in batch)
         if not hasattr(batch, "to"):
             return batch
-        if self.device.type != "cuda":
-            return batch.to(self.device)
-        return batch.pin_memory().to(self.device, non_blocking=True)
+        return batch.to(self.device, non_blocking=self.device.type == "cuda")
 
-    def _update(self) -> tuple[float, int, dict[str, float]]:
-        """One optimizer update over accum_steps batches. Returns (loss sum, units, other sums),
-        summed over all processes under torchrun."""
+    def _update(self) -> tuple[dict[str, Any], int]:
+        """One optimizer update over accum_steps batches. Returns (sums, units): the loss sum
+        ("loss") and the loss function's other sums, tensors left on the device (nothing here
+        waits for it), and the units, a host int; both summed over all processes under torchrun
+        (where they are read: one wait per update, see distributed.all_sum)."""
         self.model.train()
         self.optimizer.zero_grad(set_to_none=True)
-        total_loss, total_n, sums = 0.0, 0, {}
+        sums: dict[str, Any] = {}
+        total_n = 0
         for i in range(self.cfg.accum_steps):
-            batch = self._to_device(self._next_batch())
+            batch, counted = next(self._feed)
+            batch = self._to_device(batch)
             last = i == self.cfg.accum_steps - 1  # DDP sums gradients across processes once
             with self.net.no_sync() if self.world.active and not last else nullcontext():
                 loss, n, extra = self._forward(batch)
                 self.scaler.scale(loss).backward()
-            total_loss += float(loss.detach())
-            total_n += int(n)
-            for k, v in extra.items():
-                sums[k] = sums.get(k, 0.0) + float(v)
+            if isinstance(n, Tensor) and counted is not None:  # the host's count, checked later
+                extra = {**extra, "units_check": n}
+                n = counted
+            total_n += int(n)  # a device tensor only where the batch carries no host count
+            for k, v in (("loss", loss.detach()), *extra.items()):
+                sums[k] = sums[k] + v if k in sums else v
         if self.world.active:
-            total_loss, total_n, sums = self._sum_over_processes(total_loss, total_n, sums)
-        params = [p for p in self.model.parameters() if p.grad is not None]
+            sums, total_n = self._sum_over_processes(sums, total_n)
         self._in_update = True
         if total_n > 0:
-            self.scaler.unscale_(self.optimizer)  # (fp16 only) the true gradients, for clipping
-            per_token = total_n / self.world.size  # DDP averaged the processes' gradient sums
-            for p in params:  # §5.4: normalise per token over the whole update
-                p.grad.div_(per_token)
-            if self.cfg.clip_norm is not None:
-                sums["grad_norm"] = float(nn.utils.clip_grad_norm_(params, self.cfg.clip_norm)) * total_n
-            clock = self._agreed_elapsed if self.world.active else time.monotonic() - self._start
-            set_lr(self.optimizer, learning_rate(self.step + 1, self.cfg, self.d_model, clock))
-            self.scaler.step(self.optimizer)  # fp16: skipped when a gradient overflowed
-            self.scaler.update()
+            self._step(sums, total_n)
         self.step += 1
         self.tokens += total_n
         if self.average is not None:
@@ -271,15 +282,29 @@ class Trainer(TrainerState, Progress):
         self._in_update = False
         if self._pending_interrupt:
             raise KeyboardInterrupt
-        return total_loss, total_n, sums
+        return sums, total_n
 
-    def _sum_over_processes(self, loss: float, n: int, sums: dict[str, float]):
-        """(loss, units, sums) added up over all processes; rank 0's clock agreed on by all."""
+    def _step(self, sums: dict[str, Any], total_n: int) -> None:
+        """The optimizer step on the summed gradients, normalised per unit of the update."""
+        grads = [p.grad for p in self.model.parameters() if p.grad is not None]
+        self.scaler.unscale_(self.optimizer)  # (fp16 only) the true gradients, for clipping
+        # §5.4: normalise per token over the whole update (DDP averaged the processes' sums)
+        torch._foreach_div_(grads, total_n / self.world.size)
+        if self.cfg.clip_norm is not None:  # the norm stays a tensor, read at log time
+            params = [p for p in self.model.parameters() if p.grad is not None]
+            sums["grad_norm"] = nn.utils.clip_grad_norm_(params, self.cfg.clip_norm) * total_n
+        clock = self._agreed_elapsed if self.world.active else time.monotonic() - self._start
+        set_lr(self.optimizer, learning_rate(self.step + 1, self.cfg, self.d_model, clock))
+        self.scaler.step(self.optimizer)  # fp16: skipped when a gradient overflowed
+        self.scaler.update()
+
+    def _sum_over_processes(self, sums: dict[str, Any], n: int) -> tuple[dict[str, float], int]:
+        """(sums, units) added up over all processes; rank 0's clock agreed on by all."""
         keys = sorted(sums)
         clock = time.monotonic() - self._start if self.world.is_main else 0.0
-        total = distributed.all_sum([loss, n, *(sums[k] for k in keys), clock])
+        total = distributed.all_sum([n, *(sums[k] for k in keys), clock])
         self._agreed_elapsed = total[-1]
-        return total[0], int(round(total[1])), dict(zip(keys, total[2:-1], strict=True))
+        return dict(zip(keys, total[1:-1], strict=True)), int(round(total[0]))
 
     def _install_signal_handlers(self) -> dict[int, Any]:
         """Ctrl-C (SIGINT) and SIGTERM during an optimizer update wait for the update to finish

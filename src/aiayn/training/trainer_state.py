@@ -33,12 +33,14 @@ from aiayn.training.run import seed_everything
 
 
 class TrainerState:
-    """The Trainer's save and restore. Uses the Trainer's model, optimizer, scaler, batches,
-    cfg, run (folder and world), family, meta, average, stop_rule and step / tokens / elapsed."""
+    """The Trainer's save and restore. Uses the Trainer's model, optimizer, scaler, batches
+    (and _feed, their Prefetcher), cfg, run (folder and world), family, meta, average, stop_rule and step / tokens / elapsed."""
 
     def _mark_boundary(self, elapsed: float) -> None:
+        # The data position of the last batch taken (the Prefetcher's, which builds ahead)
+        position = (self._feed or self.batches).state_dict()
         self._boundary = {"step": self.step, "tokens": self.tokens, "elapsed": elapsed,
-                          "data": self.batches.state_dict(), "rng": rng_state()}
+                          "data": position, "rng": rng_state()}
 
     def save(self) -> Path:
         """Write the folder: config + weights, numbered weights, then the train state naming them.
