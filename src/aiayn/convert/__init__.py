@@ -109,37 +109,93 @@ def check_hf_values(hf_config: dict[str, Any], config_path: Path, what: str) -> 
                 raise UserError(f"{config_path}: {key}={json.dumps(hf_config[key])}: {problem}")
 
 
+# transformers' files: the weights in one file, or in shards that an index maps names to
+WEIGHTS, WEIGHTS_INDEX = "model.safetensors", "model.safetensors.index.json"
+PICKLE_WEIGHTS, PICKLE_INDEX = "pytorch_model.bin", "pytorch_model.bin.index.json"
+
+
+def weights_path(folder: str | Path) -> Path:
+    """The file that names a folder's weights in messages: model.safetensors, or the index of a
+    sharded checkpoint (model.safetensors.index.json) where there is no single file."""
+    folder = Path(folder)
+    if not (folder / WEIGHTS).is_file() and (folder / WEIGHTS_INDEX).is_file():
+        return folder / WEIGHTS_INDEX
+    return folder / WEIGHTS
+
+
 def read_hf_folder(folder: str | Path, what: str) -> tuple[dict[str, Any], dict[str, Tensor], Path]:
-    """A local checkpoint folder (config.json + model.safetensors) -> (config dict, state, config path).
+    """A local checkpoint folder (config.json + model.safetensors, or the shards a
+    model.safetensors.index.json names) -> (config dict, state, config path).
 
     Reads safetensors only (never a pickle); every problem is a one-line UserError naming the file.
     `what` names the expected kind of checkpoint in messages ("BERT", "ViT", "GPT-2", "Marian",
     "BART");
     config.json's values are checked (check_hf_values) before the weights are read.
     """
-    from safetensors.torch import load_file
-
     from aiayn.folder import read_json
 
     folder = Path(folder)
     if not folder.is_dir():
         raise UserError(f"{folder}: folder not found")
-    config_path, weights_path = folder / "config.json", folder / "model.safetensors"
-    if not weights_path.is_file() and (folder / "pytorch_model.bin").is_file():
-        raise UserError(f"{folder}: only pytorch_model.bin (a pickle) is there; aiayn reads "
-                        "safetensors only (convert it with transformers' save_pretrained first)")
-    for path in (config_path, weights_path):
-        if not path.is_file():
-            raise UserError(f"{path}: not found (is {folder} a {what} checkpoint folder?)")
+    config_path, weights = folder / "config.json", weights_path(folder)
+    if not config_path.is_file():
+        raise UserError(f"{config_path}: not found (is {folder} a {what} checkpoint folder?)")
+    if not weights.is_file():
+        _refuse_missing_weights(folder, what)
     hf_config = read_json(config_path)
     if not isinstance(hf_config, dict):
         raise UserError(f"{config_path}: expected a JSON object")
     check_hf_values(hf_config, config_path, what)
+    if weights.name == WEIGHTS_INDEX:
+        return hf_config, _read_shards(weights), config_path
+    return hf_config, _read_safetensors(weights), config_path
+
+
+def _refuse_missing_weights(folder: Path, what: str) -> None:
+    """The one-line UserError of a folder without model.safetensors or its index, naming what
+    is there instead (pickled weights, one file or sharded) and the way on."""
+    safe = "aiayn reads safetensors only: save it with transformers' save_pretrained(folder) first"
+    if (folder / PICKLE_INDEX).is_file():
+        raise UserError(f"{folder / PICKLE_INDEX}: a sharded pickle checkpoint "
+                        f"(pytorch_model-*.bin); {safe}")
+    if (folder / PICKLE_WEIGHTS).is_file():
+        raise UserError(f"{folder}: only pytorch_model.bin (a pickle) is there; {safe}")
+    raise UserError(f"{folder / WEIGHTS}: not found, nor a sharded {WEIGHTS_INDEX} (is {folder} "
+                    f"a {what} checkpoint folder?)")
+
+
+def _read_safetensors(path: Path) -> dict[str, Tensor]:
+    from safetensors.torch import load_file
+
     try:
-        state = load_file(str(weights_path))
+        return load_file(str(path))
     except Exception as e:  # safetensors raises its own error types
-        raise UserError(f"{weights_path}: not a readable safetensors file ({e})") from None
-    return hf_config, state, config_path
+        raise UserError(f"{path}: not a readable safetensors file ({e})") from None
+
+
+def _read_shards(index_path: Path) -> dict[str, Tensor]:
+    """The weights of a sharded checkpoint: each shard its index's weight_map names (a file of
+    the folder: a name, no path), read as safetensors; each tensor in the shard the map says."""
+    from aiayn.folder import read_json
+
+    index = read_json(index_path)
+    weight_map = index.get("weight_map") if isinstance(index, dict) else None
+    if not isinstance(weight_map, dict) or not weight_map or not all(
+            isinstance(v, str) for v in weight_map.values()):
+        raise UserError(f"{index_path}: expected a \"weight_map\" of tensor names to shard files")
+    state: dict[str, Tensor] = {}
+    for shard in sorted(set(weight_map.values())):
+        if Path(shard).name != shard or shard in (".", ".."):
+            raise UserError(f"{index_path}: shard {shard!r} is not a file name of the folder")
+        path = index_path.parent / shard
+        if not path.is_file():
+            raise UserError(f"{path}: not found ({index_path.name} names it as a shard)")
+        tensors = _read_safetensors(path)
+        wrong = sorted(n for n, f in weight_map.items() if f == shard and n not in tensors)
+        if wrong:
+            raise UserError(f"{path}: has no {wrong[0]!r}, which {index_path.name} puts there")
+        state.update(tensors)
+    return state
 
 
 def require_model_type(c: dict[str, Any], where: str, model_type: str, kind: str) -> None:

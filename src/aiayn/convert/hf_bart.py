@@ -267,8 +267,9 @@ def load_hf_folder(folder: Path) -> tuple[Transformer, Any, dict[str, Any]]:
         special["mask"] = hf.token_to_id("<mask>")
     rows = hf.get_vocab_size(with_added_tokens=True)
     if rows > config.vocab_size:
-        raise UserError(f"{folder}: the tokenizer has {rows} tokens but the model only "
-                        f"{config.vocab_size}")
+        file = "tokenizer.json" if (folder / "tokenizer.json").is_file() else "vocab.json"
+        raise UserError(f"{folder / file}: holds {rows} tokens, but {config_path.name} says "
+                        f"vocab_size={config.vocab_size}: the tokenizer is not this model's")
     model = Transformer(config)
     model.load_state_dict(from_hf_state_dict(state, config, str(folder)))
     meta: dict[str, Any] = {"special_ids": special, "source_bos": True, "source_eos": True,

@@ -36,7 +36,7 @@ import torch
 from torch import Tensor
 
 from aiayn.config import EncoderConfig
-from aiayn.convert import TO_HF_ACTIVATION, activation_from_hf, read_hf_folder
+from aiayn.convert import TO_HF_ACTIVATION, activation_from_hf, read_hf_folder, weights_path
 from aiayn.convert.hf_encoder import checked_config, renamed_state
 from aiayn.errors import UserError
 from aiayn.models.encoder import EncoderModel
@@ -203,7 +203,7 @@ def load_hf_folder(folder: str | Path) -> tuple[EncoderModel, dict[str, Any]]:
         raise UserError(f"{config_path}: model_type={hf_config['model_type']!r}, expected 'bert'")
     config = checked_config(config_from_hf, hf_config, state, config_path)
     model = EncoderModel(config)
-    load_state(model, convert_state_dict(state, config), str(Path(folder) / "model.safetensors"))
+    load_state(model, convert_state_dict(state, config), str(weights_path(folder)))
     return model.eval(), hf_config
 
 

@@ -28,7 +28,7 @@ import torch
 from torch import Tensor
 
 from aiayn.config import DecoderLMConfig
-from aiayn.convert import TO_HF_ACTIVATION, activation_from_hf, read_hf_folder
+from aiayn.convert import TO_HF_ACTIVATION, activation_from_hf, read_hf_folder, weights_path
 from aiayn.errors import UserError
 from aiayn.models.decoder_lm import DecoderLM
 from aiayn.sizes import check_fits
@@ -170,11 +170,14 @@ def load_hf_folder(folder: str | Path) -> DecoderLM:
     hf_config, state, config_path = read_hf_folder(folder, "GPT-2")
     try:
         config = config_from_hf(hf_config)
-    except ValueError as e:
-        raise UserError(f"{config_path}: {e}") from None
+    except (ValueError, UserError) as e:  # named by the file, not "GPT-2 config"
+        raise UserError(f"{config_path}: {str(e).removeprefix('GPT-2 config ')}") from None
     check_fits(config, str(config_path))
     model = DecoderLM(config)
-    _load(model, convert_state_dict(state, config))
+    try:
+        _load(model, convert_state_dict(state, config))
+    except UserError as e:  # the weights' file, and what config.json made of the model
+        raise UserError(f"{weights_path(folder)}: {e} ({config_path.name})") from None
     return model.eval()
 
 

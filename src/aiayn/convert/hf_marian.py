@@ -37,7 +37,13 @@ import torch
 from torch import Tensor
 
 from aiayn.config import TransformerConfig
-from aiayn.convert import TO_HF_ACTIVATION, activation_from_hf, read_hf_folder, require_model_type
+from aiayn.convert import (
+    TO_HF_ACTIVATION,
+    activation_from_hf,
+    read_hf_folder,
+    require_model_type,
+    weights_path,
+)
 from aiayn.convert.hf_original import KEY, keep
 from aiayn.convert.hf_seq2seq import check_shape, from_hf_weights, to_hf_weights, weight_getter
 from aiayn.data.special import BOS, EOS, PAD, SPECIAL_TOKENS, UNK_TOKEN
@@ -140,11 +146,14 @@ def config_from_hf(c: dict[str, Any], vocab_size: int, where: str) -> Transforme
         if c.get(a) != c.get(b):
             raise UserError(f"{where}: {a}={c.get(a)} but {b}={c.get(b)}: aiayn's encoder and "
                             "decoder have one head count and one d_ff")
-    if not c.get("share_encoder_decoder_embeddings", True) or \
-            c.get("decoder_vocab_size") not in (None, c.get("vocab_size")):
+    if not c.get("share_encoder_decoder_embeddings", True):
         raise UserError(f"{where}: separate source and target vocabularies "
                         "(share_encoder_decoder_embeddings=false): aiayn imports Marian models "
                         "with one shared vocabulary")
+    if c.get("decoder_vocab_size") not in (None, c.get("vocab_size")):
+        raise UserError(f"{where}: vocab_size={c.get('vocab_size')} but decoder_vocab_size="
+                        f"{c['decoder_vocab_size']}: a target vocabulary of its own; aiayn "
+                        "imports Marian models with one shared vocabulary")
     if not c.get("tie_word_embeddings", True):
         raise UserError(f"{where}: tie_word_embeddings=false: aiayn's translation model ties "
                         "its output layer to the embeddings (§3.4)")
@@ -171,18 +180,24 @@ def config_from_hf(c: dict[str, Any], vocab_size: int, where: str) -> Transforme
     return config
 
 
-def vocabulary_order(c: dict[str, Any], tokens: list[str | None], where: str) -> list[int]:
+def vocabulary_order(c: dict[str, Any], tokens: list[str | None], where: str,
+                     vocab_file: str = "the vocabulary") -> list[int]:
     """Marian's token ids in aiayn's id order. aiayn's special ids are fixed (data/special.py):
     0 padding, 1 the decoder's first input, 2 end of sentence, 3 unknown. OPUS-MT has </s> = 0,
     <unk> = 1 and <pad> = the last id, which is also the decoder's first input: that row is
     then used twice, as aiayn's padding (never attended to, never produced) and as its <s>. The
-    other ids keep their order. `tokens` is the Marian vocabulary by id (None: no token)."""
+    other ids keep their order. `tokens` is the Marian vocabulary by id (None: no token), read
+    from `vocab_file` (named in messages)."""
+    held = f"{vocab_file} holds {sum(t is not None for t in tokens)} tokens"
+
     def token_id(key: str, default: Any = None) -> int:
         value = c.get(key, default)
         if not isinstance(value, int) or isinstance(value, bool) or \
                 not 0 <= value < len(tokens):
-            raise UserError(f"{where}: {key}={value!r} is not a token id of the vocabulary "
-                            f"(0..{len(tokens) - 1})")
+            raise UserError(f"{where}: {key}={value!r} is not a token id: the model has "
+                            f"{len(tokens)} embedding rows (ids 0..{len(tokens) - 1}), {held}")
+        if tokens[value] is None:
+            raise UserError(f"{where}: {key}={value}, but {held}, none with id {value}")
         return value
 
     if UNK_TOKEN not in tokens:
@@ -237,7 +252,8 @@ def generation_from_hf(folder: Path, c: dict[str, Any]) -> dict[str, Any]:
 def read_vocabulary(folder: Path, rows: int) -> tuple[list[str | None], str]:
     """The Marian vocabulary by id (None where an embedding row has no token) and where it
     comes from: "spm" (OPUS-MT's vocab.json + source.spm, what MarianTokenizer reads) or
-    "json" (a tokenizer.json, as `aiayn export hf` writes)."""
+    "json" (a tokenizer.json, as `aiayn export hf` writes). `rows`: the model's embedding rows
+    (config.json's vocab_size, which the weights have: load_hf_folder checks it)."""
     from tokenizers import Tokenizer as HFTokenizer
 
     tokens: list[str | None] = [None] * rows
@@ -260,8 +276,9 @@ def read_vocabulary(folder: Path, rows: int) -> tuple[list[str | None], str]:
         raise UserError(f"{path}: expected a JSON object of token -> id")
     for token, i in vocab.items():
         if not isinstance(i, int) or not 0 <= i < rows:
-            raise UserError(f"{path}: token {token!r} has id {i!r}, outside the model's "
-                            f"{rows} embedding rows")
+            raise UserError(f"{path}: holds {len(vocab)} tokens ({token!r} has id {i!r}), but "
+                            f"config.json says vocab_size={rows}, as the weights have it: "
+                            "the tokenizer is not this model's")
         tokens[i] = token
     return tokens, kind
 
@@ -303,10 +320,15 @@ def load_hf_folder(folder: Path) -> tuple[Transformer, Any, dict[str, Any]]:
     rows = next((state[k].shape[0] for k in ("model.shared.weight",
                                                "model.encoder.embed_tokens.weight") if k in state), None)
     if rows is None:
-        raise UserError(f"{folder / 'model.safetensors'}: no model.shared.weight (not a "
+        raise UserError(f"{weights_path(folder)}: no model.shared.weight (not a "
                         "MarianMTModel checkpoint?)")
+    if hf_config.get("vocab_size", rows) != rows:
+        raise UserError(f"{config_path}: vocab_size={hf_config['vocab_size']}, but "
+                        f"{weights_path(folder)} has {rows} embedding rows "
+                        "(model.shared.weight): config.json does not describe these weights")
     tokens, kind = read_vocabulary(folder, rows)
-    order = vocabulary_order(hf_config, tokens, str(config_path))
+    name = "vocab.json" if kind == "spm" else "tokenizer.json"
+    order = vocabulary_order(hf_config, tokens, str(config_path), str(folder / name))
     config = config_from_hf(hf_config, len(order), str(config_path))
     model = Transformer(config)
     model.load_state_dict(from_hf_state_dict(state, config, order, str(folder)))

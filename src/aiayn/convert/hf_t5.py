@@ -39,7 +39,13 @@ import torch
 from torch import Tensor
 
 from aiayn.config import TransformerConfig
-from aiayn.convert import FROM_HF_ACTIVATION, TO_HF_ACTIVATION, read_hf_folder, require_model_type
+from aiayn.convert import (
+    FROM_HF_ACTIVATION,
+    TO_HF_ACTIVATION,
+    read_hf_folder,
+    require_model_type,
+    weights_path,
+)
 from aiayn.convert.hf_original import KEY, keep
 from aiayn.convert.hf_seq2seq import check_shape, from_hf_weights, to_hf_weights, weight_getter
 from aiayn.data.special import BOS, EOS, PAD, SPECIAL_TOKENS, UNK_TOKEN
@@ -293,20 +299,24 @@ def load_hf_folder(folder: Path) -> tuple[Transformer, Any, dict[str, Any]]:
     require_t5(hf_config, str(config_path))
     name = "shared.weight" if "shared.weight" in state else "encoder.embed_tokens.weight"
     if name not in state:
-        raise UserError(f"{folder / 'model.safetensors'}: no shared.weight (not a "
+        raise UserError(f"{weights_path(folder)}: no shared.weight (not a "
                         "T5ForConditionalGeneration checkpoint?)")
     rows = state[name].shape[0]
     hf = read_tokenizer(folder)
     tokens: list[str | None] = [None] * rows
-    for token, i in hf.get_vocab(with_added_tokens=True).items():
+    vocab = hf.get_vocab(with_added_tokens=True)
+    for token, i in vocab.items():
         if not 0 <= i < rows:
-            raise UserError(f"{folder}: the tokenizer's {token!r} has id {i}, outside the "
-                            f"model's {rows} embedding rows")
+            file = "tokenizer.json" if (folder / "tokenizer.json").is_file() else "spiece.model"
+            raise UserError(f"{folder / file}: holds {len(vocab)} tokens ({token!r} has id {i}), "
+                            f"but the model has {rows} embedding rows ({config_path.name}: "
+                            f"vocab_size={hf_config.get('vocab_size')}): the tokenizer is not "
+                            "this model's")
         tokens[i] = token
     ids = dict(hf_config)  # T5 starts the decoder with <pad>
     if ids.get("decoder_start_token_id") is None:
         ids["decoder_start_token_id"] = ids.get("pad_token_id")
-    order = vocabulary_order(ids, tokens, str(config_path))
+    order = vocabulary_order(ids, tokens, str(config_path), "the tokenizer")
     head = state.get("lm_head.weight")  # absent, or the embeddings again: tied
     tied = head is None or (head.shape == state[name].shape and torch.equal(head, state[name]))
     config = config_from_hf(hf_config, len(order), str(config_path), tied)
@@ -315,7 +325,7 @@ def load_hf_folder(folder: Path) -> tuple[Transformer, Any, dict[str, Any]]:
         expected = {k: v.shape for k, v in Transformer(config).state_dict().items()}
     for key, shape in expected.items():
         if key in weights and weights[key].shape != shape:
-            raise UserError(f"{folder / 'model.safetensors'}: the weights do not fit "
+            raise UserError(f"{weights_path(folder)}: the weights do not fit "
                             f"{config_path.name} ({key} is {tuple(weights[key].shape)}, "
                             f"config.json makes it {tuple(shape)})")
     model = Transformer(config)

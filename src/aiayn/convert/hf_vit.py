@@ -32,7 +32,7 @@ import torch
 from torch import Tensor
 
 from aiayn.config import ViTConfig
-from aiayn.convert import TO_HF_ACTIVATION, activation_from_hf, read_hf_folder
+from aiayn.convert import TO_HF_ACTIVATION, activation_from_hf, read_hf_folder, weights_path
 from aiayn.convert.hf_encoder import checked_config, renamed_state
 from aiayn.errors import UserError
 from aiayn.models.vit import VisionTransformer
@@ -171,7 +171,7 @@ def load_hf_folder(folder: str | Path) -> VisionTransformer:
     hf_config, state, config_path = read_hf_folder(folder, "ViT")
     config = checked_config(config_from_hf, hf_config, state, config_path)
     model = VisionTransformer(config)
-    _load(model, convert_state_dict(state, config), str(Path(folder) / "model.safetensors"))
+    _load(model, convert_state_dict(state, config), str(weights_path(folder)))
     return model.eval()
 
 
