@@ -58,7 +58,7 @@ def test_a_fine_tuned_t5_exports_as_the_original_with_its_new_weights(request, v
     assert "data: sources end with </s>, as the imported model (hf-t5, model.init)" in said
     imported, ours = aiayn.load(mt), aiayn.load(tuned)
     assert any(not torch.equal(a, b) for a, b in zip(imported.model.state_dict().values(),
-                                                      ours.model.state_dict().values()))
+                                                      ours.model.state_dict().values(), strict=True))
     hf_tok = transformers.AutoTokenizer.from_pretrained(folder)
     for text in SENTENCES:  # the tuned folder reads its sources as T5 does: ... </s>
         assert [_t5_id(i) for i in ours.encode_source(text)] == hf_tok(text)["input_ids"]
@@ -85,7 +85,7 @@ def test_a_fine_tuned_t5_exports_as_the_original_with_its_new_weights(request, v
     assert (back / WEIGHTS).is_file()
 
 
-def test_the_fine_tuning_loss_is_t5s_own(hf_t5_v10_folder, tmp_path):
+def test_the_fine_tuning_loss_is_t5s_own(hf_t5_v10_folder, tmp_path):  # noqa: F811 (a fixture)
     """translation_loss of an imported T5 (its <pad> column counted once) on a padded batch of
     PAIRS as fine-tuning encodes them: transformers' summed loss on T5's labels, the plain one
     and the label-smoothed one (torch's label_smoothing over T5's vocabulary). The loss is
