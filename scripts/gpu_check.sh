@@ -4,7 +4,8 @@
 #   1. tests/test_cuda.py: fused attention kernels, CPU == GPU with the same weights, search
 #      invariants, bf16 autocast training, resume and translation on the GPU;
 #   2. the GPU figures: benchmarks/train_throughput.py and decode_speed.py with --device cuda
-#      (aiayn beside torch.nn.Transformer and HF Marian, in one run);
+#      (aiayn beside torch.nn.Transformer and HF Marian, in one run); train_gpu.py: the real
+#      `aiayn train` path beside the bare compiled loop and nn.Transformer (issue 38);
 #   3. the paper's base model's training MFU in bf16 at 32k tokens per step, eager and compiled;
 #      two rows of `aiayn table3` trained and scored on the GPU;
 #   4. the whole test suite with the GPU visible (train.device=auto then means CUDA), in parallel,
@@ -46,6 +47,13 @@ step train_throughput 120 python3 benchmarks/train_throughput.py --device cuda -
 # the bf16 peak measured in the same run.
 step train_mfu "${MFU_S:-240}" python3 benchmarks/train_throughput.py --device cuda --bf16 \
     --compile --systems aiayn --configs base --batch 512 --tokens 64 --steps 10 --rounds 2
+# Issue 38: `aiayn train` (the trainer, its batch thread, the loss) beside the bare compiled
+# model+loss loop and a torch.nn.Transformer loop, base config in bf16: tokens/s, MFU against the
+# peak measured in the same run, first (compiled) update, memory peak; then the demo's.
+step train_gpu "${TRAIN_GPU_S:-300}" python3 benchmarks/train_gpu.py --device cuda \
+    --json "$OUT/train_gpu.json"
+step train_gpu_demo 120 python3 benchmarks/train_gpu.py --device cuda --config demo \
+    --steps 200 --warmup 20 --no-compile
 step decode_speed 60 python3 benchmarks/decode_speed.py --device cuda --batch 256 --repeats 5
 # Issue 32 on a GPU: two rows of Table 3 end to end (trained, scored, tabled; --jobs auto is one
 # row at a time there), on a tiny budget.

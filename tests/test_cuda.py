@@ -206,3 +206,48 @@ def test_validation_between_the_trainers_gpu_updates_reads_the_current_weights()
         opt.step()
         opt.zero_grad()
     assert (seen - first).abs().max() > 1e-2  # the premise: the weights moved
+
+
+def test_the_trainers_steady_updates_make_no_host_synchronisation(tmp_path):
+    """Issue 38: the GPU runs ahead of the host. Updates 3 to 7 of 8 (not the first two, whose
+    allocations and cuBLAS set-up may wait; not the logged eighth, which reads the sums) run
+    under torch.cuda.set_sync_debug_mode("error"): any wait for the GPU inside them (.item(),
+    float(loss), int(n), a blocking copy) raises. bf16, gradient accumulation and clipping on,
+    the running weight average and the batch thread as by default."""
+    from aiayn.config import TrainConfig
+    from aiayn.data.batching import collate
+    from aiayn.training.losses import label_smoothed_nll
+    from aiayn.training.stream import BatchStream
+    from aiayn.training.trainer import Trainer
+
+    g = torch.Generator().manual_seed(0)
+    seqs = [torch.randint(4, 40, (int(k),), generator=g).tolist()
+            for k in torch.randint(3, 9, (64,), generator=g)]
+    stream = BatchStream(lambda epoch: [list(range(i, i + 8)) for i in range(0, 64, 8)],
+                         lambda idx: collate([(seqs[i], seqs[i]) for i in idx], PAD))
+
+    def loss_fn(model, batch):
+        loss, nll, n = label_smoothed_nll(model(batch.src, batch.tgt_in), batch.tgt_out, 0.1, PAD)
+        return loss, n, {"nll": nll}
+
+    torch.manual_seed(0)
+    model = Transformer(preset("tiny", vocab_size=40, d_model=32, d_ff=64, dropout=0.1))
+    cfg = TrainConfig(device="cuda", precision="bf16", max_steps=8, log_every=8, accum_steps=2,
+                      clip_norm=1.0, lr=1e-3, warmup_steps=2, eval_every=0, save_every=0,
+                      tensorboard=False, progress=False)
+    trainer = Trainer(model, cfg, stream, loss_fn, tmp_path, family="transformer")
+    update, strict = trainer._update, []
+
+    def checked():
+        steady = 2 <= trainer.step < 7
+        strict.append(steady)
+        torch.cuda.set_sync_debug_mode("error" if steady else "default")
+        try:
+            return update()
+        finally:
+            torch.cuda.set_sync_debug_mode("default")
+
+    trainer._update = checked
+    result = trainer.fit()
+    assert strict.count(True) == 5 and result.step == 8
+    assert result.metrics["loss"] > 0 and result.metrics["grad_norm"] > 0  # read at log time
