@@ -198,25 +198,23 @@ def denoising_batches(docs: Sequence[list[int]], data: DataConfig, special: Sequ
 
 def translation_loss(eps: float, counted_once: Sequence[int] = ()
                      ) -> Callable[[nn.Module, Batch], tuple[torch.Tensor, int, dict]]:
-    """§5.4 label-smoothed cross-entropy, summed over non-pad target tokens. `counted_once`:
-    vocabulary columns left out of the softmax, as another id's row repeats theirs (an imported
-    T5's or Marian's <pad>, also its <s>: convert/hf_original.repeated_ids), so that the loss is
-    the original's (transformers' own, over its vocabulary); none for aiayn's own models."""
-    kept: dict[tuple[int, torch.device], torch.Tensor] = {}  # (V, device) -> (V',) columns
+    """§5.4 label-smoothed cross-entropy, summed over non-pad target tokens. `counted_once`: ids
+    left out of the softmax, whose row another id repeats (an imported T5's or Marian's <pad>,
+    also its <s>: hf_original.repeated_ids): the original's own loss. None for aiayn's models."""
+    kept: dict = {}  # (V, device) -> ((V',) the other columns, (V,) their new ids)
 
     def loss_fn(model: nn.Module, batch: Batch):
         keep = batch.tgt_out != PAD
         logits = model(batch.src, batch.tgt_in, select=keep)  # (N, V): non-pad targets only
         target = batch.tgt_out[keep]
-        if counted_once:  # (N, V') the other columns, the targets (never those ids) among them
-            v, device = logits.shape[-1], logits.device
-            if (v, device) not in kept:  # built once: no host sync per batch
-                kept[v, device] = torch.tensor([i for i in range(v) if i not in counted_once],
-                                               device=device)
-            dropped_below = torch.zeros(v, dtype=torch.long, device=device)
-            dropped_below[list(counted_once)] = 1
-            target = target - dropped_below.cumsum(0)[target]
-            logits = logits[:, kept[v, device]]
+        if counted_once:  # (N, V') the other columns; the targets (never those ids) renumbered
+            key = (logits.shape[-1], logits.device)
+            if key not in kept:  # built once: no host sync per batch
+                others = [i for i in range(key[0]) if i not in counted_once]
+                renumber = torch.zeros(key[0], dtype=torch.long)
+                renumber[others] = torch.arange(len(others))
+                kept[key] = (torch.tensor(others, device=key[1]), renumber.to(key[1]))
+            logits, target = logits[:, kept[key][0]], kept[key][1][target]
         # in fp32 whatever the autocast dtype; the prediction for the accuracy comes with it
         loss, nll, predicted = smoothed_cross_entropy(logits, target, eps)
         correct = int((predicted == target).sum())
@@ -261,8 +259,7 @@ def make_evaluate(tok: Tokenizer, valid_ids, data: DataConfig, eps: float,
                   ) -> Callable[[nn.Module], dict[str, Any]]:
     """Validation loss (label-smoothed and plain NLL per token) and BLEU/chrF/exact match; with
     reports_rouge(data), ROUGE-1/2/L F-measures as T5 (Raffel et al. 2020) and BART (Lewis et al.
-    2020) report their summaries' (aiayn.summarization.rouge_scores). `counted_once`: as
-    translation_loss takes it, for the loss and the search."""
+    2020) report their summaries' (rouge_scores). `counted_once`: translation_loss's, searched too."""
     batches = [collate([valid_ids[i] for i in b]) for b in
                token_batches([(len(s), len(t) + 1) for s, t in valid_ids], max_tokens, False)]
     loss_fn = translation_loss(eps, counted_once)
@@ -333,17 +330,14 @@ def train(exp: Experiment, resume: bool = False, out: str | Path | None = None,
         batches = denoising_batches(train_ids, data, special, model_cfg.max_len, cfg.max_tokens,
                                     cfg.seed, stops) if data.objective else \
             pair_batches(train_ids, cfg.max_tokens, cfg.seed)
-        trainer = Trainer(model, cfg, batches, translation_loss(cfg.label_smoothing, counted_once),
-                          run,
-                          family=FAMILY, meta=meta, evaluate=evaluate)
-        return trainer.fit()
+        loss_fn = translation_loss(cfg.label_smoothing, counted_once)
+        return Trainer(model, cfg, batches, loss_fn, run, family=FAMILY, meta=meta,
+                       evaluate=evaluate).fit()
 
 
-# What a pretrained folder's meta says about its vocabulary and how its model reads: a model
-# fine-tuned from it (model.init) keeps them. An imported T5's or Marian's original folder
-# (hf_original: its export gives back the original config.json, tokenizer files and ids, the
-# values fine-tuning changed written over), its own special ids and source markers (T5's </s>),
-# and its own search (generation), which its exported generation_config.json still states.
+# What a pretrained folder's meta says of its vocabulary and how its model reads, which a model
+# fine-tuned from it (model.init) keeps: an import's original folder (hf_original: the export
+# gives back its config.json, tokenizer and ids), special ids, source markers, own search.
 PRETRAINED_NOTES = ("imported", "hf_original", "special_ids", "source_bos", "source_eos",
                     "generation")
 
@@ -352,8 +346,7 @@ def _tokenizer_and_model(exp: Experiment, run, texts: Sequence[str]
                          ) -> tuple[Tokenizer, nn.Module, dict[str, Any]]:
     """A new run's tokenizer (trained on `texts`, plus the objective's tokens) and model; a
     resumed run's tokenizer; with model.init, the pretrained folder's (a resumed run's own)
-    weights and tokenizer, its vocabulary kept (training.finetune), and what its meta says of
-    them (PRETRAINED_NOTES; {} without model.init)."""
+    weights and tokenizer (training.finetune), and its meta's PRETRAINED_NOTES ({} without)."""
     data, init = exp.data, exp.model.get("init")
     if init is not None:
         from aiayn.training.finetune import init_model
@@ -376,9 +369,8 @@ def _tokenizer_and_model(exp: Experiment, run, texts: Sequence[str]
 
 def _as_pretrained_reads(data: DataConfig, notes: dict[str, Any],
                          say: Callable[[str], None]) -> DataConfig:
-    """`data` with the sources marked as an imported pretrained model reads them (T5's and
-    Marian's end with </s>, as their tokenizers make them: Translator.encode_source), whatever
-    data.source_eos says; an aiayn model's as data.source_eos says (its pretraining's or not)."""
+    """`data` with the sources marked as an imported model reads them (T5's and Marian's end
+    with </s>: Translator.encode_source), whatever data.source_eos says; aiayn's own as it says."""
     if "imported" not in notes or bool(notes.get("source_eos")) == data.source_eos:
         return data
     source_eos = bool(notes.get("source_eos"))
