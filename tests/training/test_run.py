@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 import torch
 
+from aiayn.data.fingerprint import content_of
 from aiayn.errors import UserError
 from aiayn.folder import CONFIG_FILE
 from aiayn.lock import LOCK_FILE
@@ -69,7 +70,9 @@ def test_every_task_records_the_experiment_as_loaded_and_resumes_only_with_it(ta
     record = {k: v for k, v in exp.to_dict().items() if k != "out"}
     if task == "language_model":
         record.update(texts=extra["texts"], valid_texts=[])
+    record["data_content"] = content_of(record)  # the files read, by size and SHA-256
     assert meta["experiment"] == json.loads(json.dumps(record))
+    assert all(len(v) for v in record["data_content"].values())
     assert meta["experiment"]["task"] == task
     module, longer, _ = tiny(task, tmp_path, max_steps=3)  # train.* may change
     assert module.train(longer, resume=True, say=lambda s: None, **extra).step == 3
