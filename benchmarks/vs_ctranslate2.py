@@ -86,6 +86,9 @@ def _precisions() -> list[str]:
 
 
 def run_aiayn(model: str, src: str, ref: str, flags: list[str], beam: int, batch: int) -> dict:
+    if beam == 1:  # greedy has no length penalty or stopping rule (aiayn refuses them there)
+        flags = [f for i, f in enumerate(flags) if f not in CT2_SEARCH
+                 and not (i and flags[i - 1] in CT2_SEARCH[::2])]
     argv = [sys.executable, "-m", "aiayn", "eval", "--model", model, "--src", src, "--ref", ref,
             "--json", "--beam", str(beam), "--batch-size", str(batch), "--device", "cpu", *flags]
     done = subprocess.run(argv, capture_output=True, text=True)

@@ -15,6 +15,7 @@ import time
 import pytest
 
 import aiayn
+from aiayn.data.fingerprint import content_of
 from aiayn.errors import UserError
 from aiayn.folder import INCOMPLETE_MARKER, new_folder, require_new_folder
 from aiayn.lock import LOCK_FILE, FolderBusy, holder, is_locked, writer_lock
@@ -160,8 +161,10 @@ def assert_one_run(folder, config):
     lines interleaved."""
     meta = json.loads((folder / "config.json").read_text())
     want = translation.experiment(str(config)).to_dict()
-    assert {k: v for k, v in meta["experiment"].items() if k != "train"} == \
-        {k: v for k, v in want.items() if k not in ("out", "train")}
+    assert {k: v for k, v in meta["experiment"].items() if k not in ("train", "data_content")} \
+        == {k: v for k, v in want.items() if k not in ("out", "train")}
+    assert meta["experiment"]["data_content"] == \
+        content_of({k: v for k, v in want.items() if k != "out"})  # the data it read
     assert aiayn.load(folder).translate(["1 2 3"], beam=1)
     steps = [json.loads(line)["step"] for line in (folder / "metrics.jsonl").read_text().splitlines()
              if '"loss"' in line]
