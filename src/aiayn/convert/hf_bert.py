@@ -218,7 +218,7 @@ def sentence_transformers_max_len(folder: Path) -> int | None:
         return None
     try:
         value = json.loads(path.read_text(encoding="utf-8")).get("max_seq_length")
-    except (json.JSONDecodeError, UnicodeDecodeError, AttributeError) as e:
+    except (json.JSONDecodeError, UnicodeDecodeError, AttributeError, RecursionError) as e:
         raise UserError(f"{path}: invalid JSON ({e})") from None
     if value is not None and (not isinstance(value, int) or value < 3):
         raise UserError(f"{path}: max_seq_length={value!r} must be an integer >= 3")

@@ -249,7 +249,7 @@ def reports_rouge(data: DataConfig) -> bool:
         import json
         try:
             name = json.loads((Path(data.corpus_dir) / "stats.json").read_text()).get("corpus")
-        except (ValueError, AttributeError):  # not aiayn's stats.json: no corpus named
+        except (ValueError, AttributeError, RecursionError):  # not aiayn's stats.json
             name = None
     return not data.objective and name in SUMMARY_CORPORA
 

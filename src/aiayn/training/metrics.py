@@ -13,6 +13,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+from aiayn.config.files import load_json
 from aiayn.errors import UserError
 from aiayn.folder import atomic_write_text
 
@@ -95,7 +96,7 @@ class MetricsLog:
                 if not line.strip():
                     continue
                 try:
-                    rows.append(json.loads(line))
+                    rows.append(load_json(line, f"{self.path}:{i + 1}"))  # bounded in depth
                 except json.JSONDecodeError:
                     if i == len(lines) - 1:  # cut off by a crash mid-write: the step redoes it
                         break
