@@ -5,34 +5,24 @@ language model's sampling flags with greedy decoding."""
 
 import pytest
 
-from aiayn.cli import main
 from tests.builders import run
+from tests.cli.test_bounds import lm_folder  # noqa: F401 (a fixture)
 
-
-@pytest.fixture(scope="module")
-def lm(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("lm")
-    (tmp / "fox.txt").write_text("the quick brown fox jumps over the lazy dog\n" * 100)
-    assert main(["lm", "train", "tiny", "model.d_model=32", "model.d_ff=64",
-                 "data.tokenizer=char", "data.vocab_size=64", "train.max_tokens=512",
-                 "train.max_steps=2", "train.tensorboard=false", "train.progress=false",
-                 "train.eval_every=0", "--text", str(tmp / "fox.txt"), "--out",
-                 str(tmp / "lm")]) == 0
-    return tmp / "lm"
+# ruff: noqa: F811 (the fixture is the tests' argument)
 
 
 @pytest.mark.parametrize("flag", [["--top-k", "5"], ["--top-p", "0.9"], ["--seed", "3"]])
-def test_sampling_flags_with_greedy_decoding_are_refused(lm, capsys, flag):
-    code, out, err = run(capsys, "generate", "--model", lm, "--temperature", "0", *flag,
+def test_sampling_flags_with_greedy_decoding_are_refused(lm_folder, capsys, flag):
+    code, out, err = run(capsys, "generate", "--model", lm_folder, "--temperature", "0", *flag,
                          "--max-new-tokens", "3")
     assert code == 2 and out == "" and err.count("\n") == 1
     assert f"{flag[0]} has no effect with --temperature 0" in err
-    code, out, _ = run(capsys, "generate", "--model", lm, "--temperature", "0.5", *flag,
+    code, out, _ = run(capsys, "generate", "--model", lm_folder, "--temperature", "0.5", *flag,
                        "--max-new-tokens", "3")
     assert code == 0 and out.endswith("\n")
 
 
-def test_serve_refuses_the_ctranslate2_compute_type_without_the_engine(lm, capsys):
-    code, out, err = run(capsys, "serve", "--model", lm, "--ct2-compute-type", "int8",
+def test_serve_refuses_the_ctranslate2_compute_type_without_the_engine(lm_folder, capsys):
+    code, out, err = run(capsys, "serve", "--model", lm_folder, "--ct2-compute-type", "int8",
                          "--port", "0")
     assert code == 2 and out == "" and "add --engine ctranslate2" in err and err.count("\n") == 1

@@ -12,6 +12,8 @@ from safetensors.torch import load_file, save_file
 
 from aiayn.cli import main
 from aiayn.folder import load_model
+
+# ruff: noqa: F811 (the fixtures imported below are the tests' arguments)
 from tests.convert.test_hf_bart import hf_bart_folder  # noqa: F401 (a fixture)
 from tests.convert.test_hf_export import hf_gpt2_folder, opus_mt_folder  # noqa: F401 (fixtures)
 from tests.convert.test_hf_t5 import hf_t5_v10_folder  # noqa: F401 (a fixture)
