@@ -15,14 +15,17 @@ import aiayn
 from aiayn.cli import main
 from aiayn.data.batching import collate
 from aiayn.tasks import translation
-from tests.convert.test_hf_round_trip import WEIGHTS, assert_gives_back
+from tests.convert.test_hf_round_trip import (
+    WEIGHTS,
+    assert_gives_back,
+    assert_t5_export_computes_the_folder,
+)
 from tests.convert.test_hf_t5 import (  # noqa: F401 (fixtures)
     SENTENCES,
     _t5_id,
     hf_t5_v10_folder,
     hf_t5_v11_folder,
 )
-from tests.parity import assert_same_function
 
 transformers = pytest.importorskip("transformers")
 PAIRS = [("the dog reads", "der Hund liest"), ("a cat sat on the mat", "eine Katze"),
@@ -67,21 +70,7 @@ def test_a_fine_tuned_t5_exports_as_the_original_with_its_new_weights(request, v
     assert main(["export", "hf", "--model", str(tuned), "--out", str(back)]) == 0
     assert_gives_back(folder, back, changed=("dropout_rate",))  # config, tokenizer files, ids
     assert json.loads((back / "config.json").read_text())["dropout_rate"] == 0.1
-    hf = transformers.T5ForConditionalGeneration.from_pretrained(back).eval()
-    src = torch.tensor([ours.encode_source(SENTENCES[1])])
-    tgt_in = torch.tensor([[1, 9, 5, 12, 7, 30]])  # aiayn's ids, from <s>
-    columns = torch.tensor([_t5_id(i) for i in range(1, ours.model.config.vocab_size)])
-
-    @torch.no_grad()
-    def aiayn_logits(dtype):  # (aiayn's <pad> column, T5's <pad> again, left out: counted once)
-        return ours.model.to(dtype)(src, tgt_in)[..., 1:]
-
-    @torch.no_grad()
-    def exported(dtype):
-        return hf.to(dtype)(input_ids=src.clone().apply_(_t5_id),
-                            decoder_input_ids=tgt_in.clone().apply_(_t5_id)).logits[..., columns]
-
-    assert_same_function(aiayn_logits, exported)
+    assert_t5_export_computes_the_folder(ours, back)
     assert (back / WEIGHTS).is_file()
 
 
