@@ -14,7 +14,8 @@ the units an update divides its gradients by are host numbers: an int from the l
 or, where it returns a device tensor, the count the batch carries from the host (Batch.tgt_count,
 counted when collated; checked against the loss's own count at log time); the clipped gradient
 norm is read at log time too. Batches are built, padded and pinned a few ahead by a background
-thread (stream.Prefetcher, train.prefetch), in the same order, so a resumed run is unchanged. One update sums the losses of `accum_steps` batches and divides
+thread (stream.Prefetcher, train.prefetch), in the same order, so a resumed run is unchanged.
+One update sums the losses of `accum_steps` batches and divides
 the gradients by their total unit count: the loss is normalised per token (§5.4), whatever the
 batching. An optional `evaluate(model) -> dict` runs every `eval_every` steps (in eval mode, under
 no_grad, with the RNG state restored afterwards so that evaluating never changes training).
