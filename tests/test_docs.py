@@ -73,3 +73,12 @@ def test_the_readme_opens_with_the_commands_ci_runs():
     assert commands[0] == "pip install -e . torch==2.13.0 && aiayn demo", commands
     ci = [line.strip() for line in (ROOT / ".ci" / "run").read_text(encoding="utf-8").splitlines()]
     assert commands[1] in ci, f"README.md's test command {commands[1]!r} is not a line of .ci/run"
+
+
+def test_the_readme_names_modules_that_exist():
+    """The paper-to-code table names files under src/aiayn/ that are there (a move updates it)."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    named = set(re.findall(r"`([a-z_/0-9]+\.py)`", readme))
+    missing = sorted(p for p in named if not (ROOT / "src" / "aiayn" / p).is_file()
+                     and not (ROOT / "benchmarks" / p).is_file())
+    assert named and not missing, f"README.md names modules that are not in src/aiayn/ or benchmarks/: {missing}"
