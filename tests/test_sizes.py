@@ -6,9 +6,8 @@ import pytest
 
 from aiayn import sizes
 from aiayn.cli import main
-from aiayn.config import DecoderLMConfig, TransformerConfig, ViTConfig
+from aiayn.config import DecoderLMConfig, TransformerConfig, ViTConfig, encoder_preset, preset
 from aiayn.errors import UserError
-from aiayn.models import DecoderLM, Transformer, VisionTransformer
 from tests.builders import run, write_config
 
 
@@ -35,19 +34,36 @@ def crafted_copy(folder, tmp_path, model=None, **top):
     return crafted
 
 
-@pytest.mark.parametrize("config, model", [
-    (TransformerConfig(vocab_size=300, d_model=32, n_heads=4, d_ff=64, n_layers=2, max_len=50), Transformer),
-    (TransformerConfig(vocab_size=300, d_model=32, n_heads=4, d_ff=64, n_encoder_layers=1,
-                       n_decoder_layers=3, max_len=50), Transformer),
-    (DecoderLMConfig(vocab_size=300, d_model=32, n_heads=4, d_ff=64, n_layers=3, max_len=40,
-                     positions="learned"), DecoderLM),
-    (ViTConfig(image_size=32, patch_size=8, d_model=32, n_heads=4, d_ff=64, n_layers=2,
-               n_classes=10), VisionTransformer),
-])
-def test_the_estimate_bounds_the_real_count_closely(config, model):
-    real = sum(p.numel() for p in model(config).parameters())
-    est = sizes.estimate_parameters(config)
-    assert real * 0.8 <= est <= real * 1.6, (est, real)
+@pytest.mark.parametrize("config", [
+    TransformerConfig(vocab_size=300, d_model=32, n_heads=4, d_ff=64, n_layers=2, max_len=50),
+    TransformerConfig(vocab_size=300, d_model=32, n_heads=4, d_ff=64, n_encoder_layers=1,
+                      n_decoder_layers=3, max_len=50),
+    TransformerConfig(vocab_size=300, d_model=32, n_heads=4, d_ff=64, n_encoder_layers=0,
+                      n_decoder_layers=2, max_len=50, positions="learned"),
+    TransformerConfig(vocab_size=300, d_model=32, n_heads=4, d_ff=64, tgt_vocab_size=200,
+                      head_dim=4, value_dim=16, n_layers=3, max_len=50),
+    preset("t5-tiny", n_layers=3), preset("t5-tiny", gated_ffn=True, tie_output=False,
+                                           scale_output=False, activation="gelu_tanh"),
+    preset("bart-tiny", n_encoder_layers=3),
+    DecoderLMConfig(vocab_size=300, d_model=32, n_heads=4, d_ff=64, n_layers=3, max_len=40,
+                    positions="learned"),
+    encoder_preset("bert-small-cpu", n_layers=3, n_labels=5),
+    ViTConfig(image_size=32, patch_size=8, d_model=32, n_heads=4, d_ff=64, n_layers=3,
+              n_classes=10),
+], ids=lambda c: type(c).__name__)
+def test_the_meta_count_is_the_real_models_count(config):
+    """One counter (the model on the meta device, extended from one and two layers per stack)
+    for the memory checks and Table 3: exactly the real model's parameters, and with buffers
+    its buffers (a sinusoid table) too."""
+    from aiayn.config import EncoderConfig
+    from aiayn.models import DecoderLM, EncoderModel, Transformer, VisionTransformer
+
+    model = {TransformerConfig: Transformer, DecoderLMConfig: DecoderLM, EncoderConfig: EncoderModel,
+             ViTConfig: VisionTransformer}[type(config)](config)
+    params = sum(p.numel() for p in model.parameters())
+    assert sizes.count_parameters(config) == params
+    assert sizes.count_parameters(config, buffers=True) == \
+        params + sum(b.numel() for b in model.buffers())
 
 
 @pytest.mark.parametrize("override", ["model.d_ff=2000000000", "model.n_layers=100000000",
@@ -119,7 +135,7 @@ def test_a_train_state_naming_weights_outside_the_folder_is_refused(folder, tmp_
 def test_many_thin_layers_are_refused_though_their_weights_are_small():
     """10^7 layers of width 2 are 2.4e8 weights (1 GB) but ~50 KiB of Python objects each."""
     config = DecoderLMConfig(vocab_size=10, d_model=2, n_heads=1, d_ff=2, n_layers=10**7, max_len=4)
-    assert sizes.estimate_parameters(config) * sizes.LOAD_BYTES_PER_PARAM < 2**31
+    assert sizes.count_parameters(config) * sizes.LOAD_BYTES_PER_PARAM < 2**31
     with pytest.raises(UserError, match="parameters need"):
         sizes.check_fits(config, "x")
 

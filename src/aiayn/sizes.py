@@ -3,9 +3,9 @@ before anything is allocated.
 
 A mistyped or crafted size (`model.d_ff=2000000000`, a folder whose config.json says d_model 65536
 or 100k layers) would otherwise allocate until the machine swaps or the process dies with
-`std::bad_alloc`. `check_fits` estimates the bytes from the config's fields alone and refuses,
-with the figures, a model that cannot fit in the memory available now. `check_count` does the
-same for a count flag (`--num-samples 1000000000`, `--beam`, `--batch-size`) from the bytes one
+`std::bad_alloc`. `check_fits` counts the bytes of the config's model, built on the meta device
+(count_parameters: shapes, no memory), and refuses, with the figures, a model that cannot fit in
+the memory available now. `check_count` does the same for a count flag (`--num-samples 1000000000`, `--beam`, `--batch-size`) from the bytes one
 item takes (`row_bytes`: a row of a decoding batch). Setting the environment variable
 AIAYN_SKIP_MEMORY_CHECK=1 goes past both (e.g. on a machine with swap to spare).
 """
@@ -26,40 +26,53 @@ LOAD_BYTES_PER_PARAM = 4
 LAYER_BYTES = 64 * 1024
 
 
-def estimate_parameters(config: Any) -> int:
-    """An upper estimate of the parameter count of any family's config (duck-typed fields).
-
-    Per layer: self-attention 4 d^2, cross-attention 4 d^2 (decoder layers), feed-forward 2 d d_ff;
-    plus token, position (a sinusoid table is counted too: it is allocated), segment and patch
-    embeddings and a classifier head. Biases and LayerNorms are small and left out.
-    """
-    d, d_ff = int(getattr(config, "d_model", 0)), int(getattr(config, "d_ff", 0))
-    enc, dec = _stacks(config)
-    # heads of their own width (T5's d_kv; Table 3 row B's d_k and d_v: the wider, an upper
-    # estimate); a gated feed-forward (T5 v1.1) has a third matrix
-    head_dim, value_dim = getattr(config, "head_dim", None), getattr(config, "value_dim", None)
-    d_attn = int(getattr(config, "n_heads", 1)) * int(head_dim) if head_dim else d
-    if value_dim:
-        d_attn = max(d_attn, int(getattr(config, "n_heads", 1)) * int(value_dim))
-    per_layer = 4 * d * d_attn + (3 if getattr(config, "gated_ffn", False) else 2) * d * d_ff
-    total = enc * per_layer + dec * (per_layer + 4 * d * d_attn)
-    vocab = int(getattr(config, "vocab_size", 0) or 0) + int(getattr(config, "tgt_vocab_size", 0) or 0)
-    total += vocab * d * (1 if getattr(config, "tie_output", True) else 2)  # T5 v1.1: untied
-    total += int(getattr(config, "max_len", 0) or 0) * d
-    total += int(getattr(config, "type_vocab_size", 0) or 0) * d
-    if hasattr(config, "patch_size"):
-        patch, size = int(config.patch_size), int(config.image_size)
-        total += patch * patch * int(getattr(config, "channels", 3)) * d
-        total += (size // max(patch, 1)) ** 2 * d
-    total += int(getattr(config, "n_classes", 0) or 0) * d + int(getattr(config, "n_labels", 0) or 0) * d
-    return total
+def count_parameters(config: Any, buffers: bool = False) -> int:
+    """The exact parameter count of the model `config` describes (any family: TransformerConfig,
+    DecoderLMConfig, EncoderConfig, ViTConfig), tied matrices counted once; with `buffers`, its
+    buffers too (a sinusoid table is allocated as well: what memory holds)."""
+    params, held = _counts(config)
+    return params + held if buffers else params
 
 
-def _stacks(config: Any) -> tuple[int, int]:
-    """(encoder or only stack's layers, decoder layers) of any family's config."""
-    # TransformerConfig resolves its two stack sizes; the other families have one stack.
-    enc = int(getattr(config, "n_encoder_layers", getattr(config, "n_layers", 0)))
-    return enc, int(getattr(config, "n_decoder_layers", 0))
+def _counts(config: Any) -> tuple[int, int]:
+    """(parameters, buffer elements) of `config`'s model, built on the meta device (shapes, no
+    memory). Its layers are alike, so it is built with one and two layers per stack and the
+    counts extended to the config's depth: 10^8 layers are counted as fast as the paper's 6."""
+    from dataclasses import replace
+
+    depth = {name: int(getattr(config, name)) for name in _stack_fields(config)}
+    one = _count(replace(config, **dict.fromkeys(depth, 1)))
+    total = list(one)
+    for name, layers in depth.items():
+        two = _count(replace(config, **{**dict.fromkeys(depth, 1), name: 2}))
+        total = [t + (layers - 1) * (b - a) for t, a, b in zip(total, one, two, strict=True)]
+    return total[0], total[1]
+
+
+def _count(config: Any) -> tuple[int, int]:
+    import torch
+
+    from aiayn import config as configs
+    from aiayn import models
+
+    model_of = {configs.TransformerConfig: models.Transformer, configs.DecoderLMConfig:
+                models.DecoderLM, configs.EncoderConfig: models.EncoderModel,
+                configs.ViTConfig: models.VisionTransformer}
+    with torch.device("meta"):
+        model = model_of[type(config)](config)
+    return (sum(p.numel() for p in model.parameters()), sum(b.numel() for b in model.buffers()))
+
+
+def _stack_fields(config: Any) -> tuple[str, ...]:
+    """The fields holding the depth of each stack: an encoder-decoder's two (TransformerConfig
+    resolves them from n_layers), the other families' one."""
+    if hasattr(config, "n_encoder_layers"):
+        return ("n_encoder_layers", "n_decoder_layers")
+    return ("n_layers",)
+
+
+def _layers(config: Any) -> int:
+    return sum(int(getattr(config, name)) for name in _stack_fields(config))
 
 
 def available_bytes(device: Any = None) -> int | None:
@@ -87,12 +100,13 @@ def _gib(n: float) -> str:
 
 
 def check_fits(config: Any, what: str, training: bool = False) -> None:
-    """Refuse (UserError) a model whose estimated memory exceeds what is available now."""
+    """Refuse (UserError) a model whose memory (its weights and buffers, and for `training` the
+    gradients and Adam's moments) exceeds what is available now."""
     if os.environ.get(SKIP_ENV, "") not in ("", "0"):
         return
-    params = estimate_parameters(config)
+    params, held = _counts(config)  # held: buffers (a sinusoid table, ...)
     need = params * (TRAIN_BYTES_PER_PARAM if training else LOAD_BYTES_PER_PARAM) + \
-        sum(_stacks(config)) * LAYER_BYTES
+        held * LOAD_BYTES_PER_PARAM + _layers(config) * LAYER_BYTES
     have = available_bytes()
     if have is not None and need > have:
         purpose = "to train (weights, gradients, Adam)" if training else "to load"
@@ -115,7 +129,7 @@ def row_bytes(config: Any, new: int, keys: int, kept: int = 0) -> int:
     softmax, sampling and beam search make (x4), and `kept` output tokens."""
     d, d_ff, heads = (int(getattr(config, k, 0) or 0) for k in ("d_model", "d_ff", "n_heads"))
     vocab = int(getattr(config, "tgt_vocab_size", None) or getattr(config, "vocab_size", 0) or 0)
-    floats = 2 * 2 * sum(_stacks(config)) * keys * d + new * (heads * keys + d_ff + 4 * vocab)
+    floats = 2 * 2 * _layers(config) * keys * d + new * (heads * keys + d_ff + 4 * vocab)
     return 4 * floats + KEPT_TOKEN_BYTES * kept
 
 
@@ -136,4 +150,4 @@ def check_count(flag: str, value: int, each: int, what: str, used: int | None = 
 
 
 __all__ = ["KEPT_TOKEN_BYTES", "SKIP_ENV", "available_bytes", "check_count", "check_fits",
-           "estimate_parameters", "row_bytes"]
+           "count_parameters", "row_bytes"]

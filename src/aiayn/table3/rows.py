@@ -171,15 +171,12 @@ def model_config(s: dict[str, Any], vocab_size: int, max_len: int = 1024):
 
 
 def count_parameters(s: dict[str, Any], vocab_size: int = PAPER_VOCAB, max_len: int = 1024) -> int:
-    """The parameters of the model of settings `s`, built on the meta device (no memory): one
-    shared embedding matrix (§3.4) and every layer's weights and biases, as the paper counts;
-    a learned position table (row E) counts too."""
-    import torch
+    """The parameters of the model of settings `s` (aiayn.sizes.count_parameters: built on the
+    meta device, no memory): one shared embedding matrix (§3.4) and every layer's weights and
+    biases, as the paper counts; a learned position table (row E) counts too."""
+    from aiayn.sizes import count_parameters as count
 
-    from aiayn.models import Transformer
-
-    with torch.device("meta"):
-        return Transformer(model_config(s, vocab_size, max_len)).num_parameters()
+    return count(model_config(s, vocab_size, max_len))
 
 
 __all__ = ["BASE", "COLUMNS", "DEFAULT_GROUPS", "GROUPS", "PAPER_VOCAB", "ROWS", "Row", "SCALES",
