@@ -2,6 +2,7 @@
 lives in aiayn.cli.demo).
 
     aiayn train CONFIG [key=value ...] [--out DIR] [--resume]   CONFIG: file, built-in or preset
+    aiayn train auto --corpus DIR --minutes M [key=value ...]  a recipe chosen for the data
                 (any task: a config that names another, e.g. lm-char, runs as `aiayn lm train`)
                 [--text FILE...]   plain text for a denoising objective (pretrain-span)
     aiayn translate --model DIR [--beam 4] [--alpha 0.6] [--length-penalty gnmt|avg]
@@ -25,6 +26,7 @@ import time
 from aiayn.cli.common import (
     beam_size,
     check_engine_options,
+    config_of,
     config_task_of,
     device_options,
     finite_float,
@@ -97,6 +99,11 @@ def register(sub) -> None:
 
 
 def _data_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--corpus", metavar="DIR", default=None,
+                   help="with CONFIG auto: the corpus folder (train.src, train.tgt) to choose a "
+                        "recipe for (aiayn.training.auto_recipe)")
+    p.add_argument("--minutes", type=finite_float, default=None, metavar="M",
+                   help="with CONFIG auto: the training budget in minutes the recipe is for")
     p.add_argument("--text", nargs="+", metavar="FILE", default=None,
                    help="plain UTF-8 text files (a document per paragraph) to pretrain on, for a "
                         "config with data.objective (e.g. pretrain-span): data.text")
@@ -228,6 +235,12 @@ def _train(args: argparse.Namespace) -> int:
     from aiayn.families import task_family
     from aiayn.tasks.translation import experiment, train
 
+    if args.config == "auto":  # a recipe chosen for the corpus and --minutes
+        from aiayn.cli.auto import train_auto
+        return train_auto(args, split_overrides(args))
+    if args.corpus is not None or args.minutes is not None:
+        raise UserError("--corpus and --minutes go with `aiayn train auto` (or set data.* and "
+                        "train.max_minutes in a config)")
     task = config_task_of(args)  # a config of another task: that task's command trains it
     if task != "translation":
         if args.text:
@@ -241,7 +254,7 @@ def _train(args: argparse.Namespace) -> int:
         raise UserError("give a CONFIG: a file, a built-in config (`aiayn configs`) or a preset")
     text = {"text": list(args.text), "corpus": None, "corpus_dir": None, "train_src": None,
             "train_tgt": None} if args.text else None
-    exp = experiment(args.config, overrides, out=args.out, data=text)
+    exp = experiment(config_of(args), overrides, out=args.out, data=text)
     result = train(exp, resume=args.resume, say=lambda m: print(m, file=sys.stderr))
     scores = {k: v for k, v in result.metrics.items() if k.startswith("valid_")}
     return report_training(result, "".join(f", {k} {v:.4g}" for k, v in scores.items()))

@@ -1,0 +1,136 @@
+"""`aiayn train auto --corpus DIR --minutes M [key=value ...]`: read the corpus and the budget,
+choose a recipe (aiayn.training.auto_recipe), print what and why, train it, and leave the
+choice in the model folder as an ordinary config (auto.yaml: read it, edit it, resume it with
+`aiayn train FOLDER/auto.yaml --resume`, or train it again elsewhere with --out).
+
+The corpus: --corpus DIR (train.src / train.tgt, optional valid.* and test.*, as `aiayn data`
+writes them), or `data.train_src=... data.train_tgt=...` (and data.valid_*), or a built-in
+corpus (`data.corpus=gettext`). Only the training split is read for the choice; a test split is
+never read. Other key=value overrides apply over the chosen config.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from aiayn.errors import UserError
+
+CONFIG_NAME = "auto.yaml"  # the chosen config, in the model folder
+DEFAULT_OUT = "runs/auto"
+# data.* keys that say where the corpus is: read before the choice
+SOURCE_KEYS = ("corpus", "corpus_dir", "train_src", "train_tgt", "valid_src", "valid_tgt",
+               "max_train_pairs")
+BUILTIN_LANGUAGES = {"gettext": ("en", "de"), "dates-numbers": ("en", "de")}
+
+
+def train_auto(args: argparse.Namespace, overrides: list[str]) -> int:
+    from aiayn.cli.common import report_training
+    from aiayn.tasks.translation import experiment, train
+    from aiayn.training.experiment import apply_overrides
+
+    if args.minutes is None:
+        raise UserError("`aiayn train auto` needs --minutes M: the training budget it plans for")
+    source = _source(args, overrides)
+    facts = _facts(source)
+    recipe = _plan(facts, args.minutes, overrides)
+    out = str(args.out or DEFAULT_OUT)
+    raw = recipe.config(out)
+    raw["data"] = {**source, **raw["data"]}
+    raw = apply_overrides(raw, overrides, "train auto")
+    for line in recipe.reasons:
+        print(f"auto: {line}")
+    sys.stdout.flush()
+    exp = experiment(raw)
+    meta = {"auto": {"facts": asdict(facts), "minutes": args.minutes, "why": recipe.reasons}}
+    try:
+        result = train(exp, resume=args.resume, say=lambda m: print(m, file=sys.stderr),
+                       meta=meta)
+    finally:
+        _write_config(Path(out), raw, recipe.reasons)
+    scores = {k: v for k, v in result.metrics.items() if k.startswith("valid_")}
+    return report_training(result, "".join(f", {k} {v:.4g}" for k, v in scores.items()))
+
+
+def _source(args: argparse.Namespace, overrides: list[str]) -> dict[str, Any]:
+    """The data fields that name the corpus: --corpus DIR or the data.* overrides."""
+    from aiayn.training.experiment import apply_overrides
+
+    given = apply_overrides({}, [o for o in overrides if o.split("=")[0].removeprefix("data.")
+                                 in SOURCE_KEYS and o.startswith("data.")], "train auto")
+    fields = dict(given.get("data", {}))
+    if args.corpus is not None:
+        if fields.get("corpus") or fields.get("corpus_dir") or fields.get("train_src"):
+            raise UserError("--corpus: give the corpus once: --corpus DIR or data.* files")
+        folder = Path(args.corpus)
+        if not (folder / "train.src").is_file() or not (folder / "train.tgt").is_file():
+            raise UserError(f"--corpus {folder}: no train.src and train.tgt there (a folder "
+                            "written by `aiayn data`, or two aligned files of your own)")
+        fields["corpus_dir"] = str(folder.resolve())
+    if not (fields.get("corpus") or fields.get("corpus_dir") or fields.get("train_src")):
+        raise UserError("`aiayn train auto` needs a corpus: --corpus DIR (train.src, train.tgt), "
+                        "data.train_src=FILE data.train_tgt=FILE, or data.corpus=gettext")
+    for key in ("corpus_dir", "train_src", "train_tgt", "valid_src", "valid_tgt"):
+        if fields.get(key):  # absolute: the written config works from any folder
+            fields[key] = str(Path(fields[key]).resolve())
+    return fields
+
+
+def _facts(source: dict[str, Any]):
+    from aiayn.config import ConfigError
+    from aiayn.tasks.translation import DataConfig, load_pairs
+    from aiayn.training.auto_recipe import facts_of
+
+    try:
+        data = DataConfig.from_dict(source)
+    except ConfigError as e:
+        raise UserError(f"train auto: data: {e}") from None
+    splits = load_pairs(data)  # misaligned or unreadable files: one line naming them
+    return facts_of(splits["train"], *_languages(data))
+
+
+def _languages(data) -> tuple[str, str]:
+    if data.corpus:
+        return BUILTIN_LANGUAGES.get(data.corpus, ("?", "?"))
+    if data.corpus_dir and (Path(data.corpus_dir) / "stats.json").is_file():
+        try:
+            stats = json.loads((Path(data.corpus_dir) / "stats.json").read_text(encoding="utf-8"))
+            return str(stats.get("src_lang", "?")), str(stats.get("tgt_lang", "?"))
+        except (OSError, ValueError, AttributeError):
+            pass
+    return "?", "?"
+
+
+def _plan(facts, minutes: float, overrides: list[str]):
+    """The recipe for the budget: --minutes on the device and threads the run will use
+    (train.device, train.threads overrides; else this machine's)."""
+    import torch
+
+    from aiayn.devices import resolve_device
+    from aiayn.training.auto_recipe import Budget, plan
+    from aiayn.training.experiment import apply_overrides
+
+    train = apply_overrides({}, [o for o in overrides if o.startswith("train.")],
+                            "train auto").get("train", {})
+    device = resolve_device(str(train.get("device", "auto")))
+    threads = int(train.get("threads") or torch.get_num_threads())
+    return plan(facts, Budget(minutes, "cuda" if device.startswith("cuda") else "cpu", threads))
+
+
+def _write_config(folder: Path, raw: dict[str, Any], reasons: list[str]) -> None:
+    """auto.yaml in a model folder the run wrote (not in one that failed before its first file)."""
+    if not (folder / "config.json").is_file():
+        return
+    from aiayn.folder import atomic_write_text
+
+    head = ["# Chosen by `aiayn train auto` (aiayn/training/auto_recipe.py); an ordinary config:",
+            f"#   aiayn train {folder / CONFIG_NAME} --resume      continue this run",
+            *(f"# {line}" for line in reasons)]
+    body = yaml.safe_dump(raw, sort_keys=False, allow_unicode=True)
+    atomic_write_text(folder / CONFIG_NAME, "\n".join(head) + "\n" + body)

@@ -1,0 +1,266 @@
+"""`aiayn train auto`: a translation recipe chosen from the corpus and the time budget.
+
+The paper's recipe (§5) was made for 4.5M sentence pairs and 8 GPUs; on 5k-100k pairs and one
+CPU for an hour, other settings win. The rule below is data (the tables in capitals) plus a few
+lines that read them; `plan(facts, budget)` returns an ordinary config and, for each choice, why.
+
+The evidence (only what we are sure the sources say):
+  * Sennrich & Zhang 2019, "Revisiting Low-Resource Neural Machine Translation: A Case Study"
+    (ACL): recurrent NMT on subsets of IWSLT14 German->English; adapting the system to the data
+    size (fewer BPE merges, aggressive dropout, smaller batches, among others) beats the
+    high-resource defaults by a wide margin; fewer BPE merges alone gave up to 5 BLEU.
+  * Araabi & Monz 2020, "Optimizing Transformer for Low-Resource Neural Machine Translation"
+    (COLING): the Transformer on IWSLT14 subsets; its quality there depends strongly on the
+    hyper-parameters (fewer/narrower layers, fewer heads, more dropout, smaller BPE: they tried
+    1k-30k merges); their optimised settings gain up to 7.3 BLEU over the defaults.
+  * fairseq's `transformer_iwslt_de_en` (160k pairs): d_model 512, d_ff 1024, 4 heads, 6+6 layers,
+    trained with dropout 0.3 (its README's command), 4096 tokens per batch, label smoothing 0.1.
+  * Our Table 3 at the CPU scale (benchmarks/RESULTS.md, 600 updates on 41k gettext pairs, i.e.
+    under one epoch): width moved BLEU most (d_model 64: -7.3, d_model 256: +3.3 against 128);
+    dropout 0 gained 1.8 and dropout 0.2 lost 3.3: with no pass repeated there is nothing to
+    over-fit, so dropout only slows learning; label smoothing 0 or 0.2 moved it by < 0.5.
+
+Where the rule departs from them: dropout follows the epochs the budget allows (Table 3's
+lesson), not the corpus size alone; the model's size is capped by what the budget can train
+(a smaller model trained for more updates can beat a bigger one), which the papers, trained to
+convergence, did not face; no layer dropout or word dropout (aiayn has neither).
+
+Fitted: the thresholds come from the evidence above and from our measured speeds (THROUGHPUT);
+benchmarks/small_data.py measures them on 5k / 20k / 40k-pair corpora (choices read on dev
+splits only; the test splits are scored once, at the end).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiayn.errors import UserError
+
+# -- the rule's data ----------------------------------------------------------------------------
+
+# Model shapes, smallest first: (name, d_model, n_heads, d_ff, n_layers per stack).
+SHAPES = (
+    ("xs", 128, 4, 512, 2),
+    ("s", 256, 4, 512, 3),      # Araabi & Monz: narrower and shallower for the smallest sets
+    ("m", 256, 4, 1024, 3),     # configs/gettext-small.yaml's model (41k pairs)
+    ("l", 512, 4, 1024, 3),
+    ("xl", 512, 4, 1024, 6),    # fairseq's transformer_iwslt_de_en (160k pairs)
+    ("base", 512, 8, 2048, 6),  # the paper's base (4.5M pairs)
+)
+# The largest shape a corpus of up to N training pairs gets (more data: a bigger model).
+SHAPE_BY_PAIRS = ((8_000, "s"), (30_000, "m"), (120_000, "l"), (600_000, "xl"),
+                  (math.inf, "base"))
+# A shape must get through this many tokens in the budget (2,000 updates of gettext-small's 4k
+# tokens, with an 8k vocabulary), else the next smaller one is used. Measured with this fixed
+# batch and vocabulary, not the corpus's, so that a bigger corpus never gets a smaller model.
+MIN_UPDATES, REFERENCE_TOKENS, REFERENCE_VOCAB = 2000, 4000, 8000
+# BPE vocabulary: 2k at 5k pairs, x2 per 4x pairs (8k at 80k), within [1k, 32k] (Sennrich &
+# Zhang, Araabi & Monz: a few thousand merges for tens of thousands of pairs).
+VOCAB_AT_5K, VOCAB_RANGE = 2000, (1000, 32000)
+# Tokens per update (source + target, padded, as train.max_tokens counts them): 2k at 5k pairs,
+# +500 per doubling (Sennrich & Zhang: smaller batches for less data); gettext-small's 4k at 41k.
+TOKENS_AT_5K, TOKENS_PER_DOUBLING, TOKENS_RANGE = 2000, 500, (1500, 8000)
+# Dropout from the passes over the data the budget allows: 0.1 at 2 epochs, +0.05 per doubling,
+# 0 below half an epoch (Table 3: nothing to over-fit), at most 0.3 (fairseq's IWSLT, Araabi &
+# Monz). Attention and FFN-activation dropout 0.1 once dropout reaches 0.2.
+DROPOUT_AT_2_EPOCHS, DROPOUT_PER_DOUBLING, DROPOUT_MAX = 0.1, 0.05, 0.3
+INNER_DROPOUT, INNER_FROM = 0.1, 0.2
+LABEL_SMOOTHING = 0.1  # §5.4; Table 3's (D) rows: 0 or 0.2 change < 0.5 BLEU
+LR_AT_256 = 1e-3  # gettext-small's peak; x sqrt(256 / d_model) for other widths (§5.3's d^-0.5)
+WARMUP_FRACTION, WARMUP_RANGE = 0.125, (100, 4000)  # gettext-small: 400 of ~3k updates
+KEEP_LAST_N = 5  # §6.1: the last 5 checkpoints, averaged with `aiayn average`
+CHECKPOINTS = 10  # saves in the planned run: the last 5 span its second half
+# Throughput (see updates_per_second): effective FLOP/s per CPU thread, fit to gettext-small's
+# measured 0.92 updates/s of 4k tokens on 2 threads (RESULTS.md, vs_fairseq.py, AMD EPYC fp32);
+# a GPU's for small models (latency-bound); seconds of every update beyond its FLOPs.
+CPU_FLOPS_PER_THREAD, GPU_FLOPS = 33e9, 30e12
+UPDATE_OVERHEAD_S = {"cpu": 0.03, "cuda": 0.02}
+FILL = 0.8  # real tokens / max_tokens in a length-sorted batch
+PIECES_PER_WORD = 1.4  # BPE pieces per whitespace word at these vocabulary sizes
+MIN_PAIRS = 1000  # fewer: too few to hold out a validation split and still train
+
+
+@dataclass(frozen=True)
+class CorpusFacts:
+    """What the rule reads of a corpus's training split: lengths are whitespace words."""
+
+    pairs: int
+    src_mean: float
+    tgt_mean: float
+    src_p95: int
+    tgt_p95: int
+    chars: int  # distinct characters, both sides
+    src_lang: str = "?"
+    tgt_lang: str = "?"
+
+    @property
+    def pieces(self) -> float:
+        """Subword tokens in one pass (both sides, </s> included), as the batches count them."""
+        return self.pairs * ((self.src_mean + self.tgt_mean) * PIECES_PER_WORD + 1)
+
+
+@dataclass(frozen=True)
+class Budget:
+    minutes: float
+    device: str = "cpu"  # "cpu" or "cuda"
+    threads: int = 2
+
+    def describe(self) -> str:
+        where = f"{self.threads} CPU thread(s)" if self.device == "cpu" else "a GPU"
+        return f"{self.minutes:g} minute(s) on {where}"
+
+
+@dataclass
+class Recipe:
+    """The chosen config's sections and, per choice, why (`reasons`, in the order printed)."""
+
+    shape: str
+    model: dict[str, Any]
+    data: dict[str, Any]
+    train: dict[str, Any]
+    planned_updates: int
+    epochs: float
+    reasons: list[str] = field(default_factory=list)
+
+    def config(self, out: str | None = None) -> dict[str, Any]:
+        """An ordinary translation config (`aiayn train FILE` reads it)."""
+        return {"task": "translation", **({"out": out} if out else {}),
+                "model": dict(self.model), "data": dict(self.data), "train": dict(self.train)}
+
+
+def facts_of(pairs: list[tuple[str, str]], src_lang: str = "?", tgt_lang: str = "?") -> CorpusFacts:
+    """The corpus facts of training pairs (source, target)."""
+    if not pairs:
+        raise UserError("the training corpus is empty")
+    src = sorted(len(s.split()) for s, _ in pairs)
+    tgt = sorted(len(t.split()) for _, t in pairs)
+    p95 = min(len(src) - 1, int(0.95 * len(src)))
+    chars = set().union(*(set(s) | set(t) for s, t in pairs))
+    return CorpusFacts(len(pairs), sum(src) / len(src), sum(tgt) / len(tgt), src[p95], tgt[p95],
+                       len(chars), src_lang, tgt_lang)
+
+
+# -- the rule -----------------------------------------------------------------------------------
+
+def _round(x: float, step: float) -> float:
+    return round(x / step) * step
+
+
+def vocab_size(facts: CorpusFacts) -> int:
+    size = VOCAB_AT_5K * math.sqrt(facts.pairs / 5000)
+    return int(min(max(_round(size, 500), VOCAB_RANGE[0]), VOCAB_RANGE[1]))
+
+
+def max_tokens(facts: CorpusFacts) -> int:
+    tokens = TOKENS_AT_5K + TOKENS_PER_DOUBLING * math.log2(facts.pairs / 5000)
+    # room for 4 of the longer pairs (95th percentile) in a batch
+    longest = 4 * ((facts.src_p95 + facts.tgt_p95) * PIECES_PER_WORD + 1)
+    return int(min(max(_round(max(tokens, longest), 500), TOKENS_RANGE[0]), TOKENS_RANGE[1]))
+
+
+def shape_fields(name: str) -> dict[str, int]:
+    _, d, h, ff, n = next(s for s in SHAPES if s[0] == name)
+    return {"d_model": d, "n_heads": h, "d_ff": ff, "n_layers": n}
+
+
+def update_flops(shape: str, vocab: int, tokens: int) -> float:
+    """Training FLOPs of one update: 6 per weight per token (forward + backward), each side's
+    tokens through its stack (encoder: self-attention 4d^2 + FFN 2d d_ff; decoder: + cross-
+    attention 4d^2), the target's through the output projection d x vocab."""
+    f = shape_fields(shape)
+    d, ff, n = f["d_model"], f["d_ff"], f["n_layers"]
+    per_side = FILL * tokens / 2
+    weights = per_side * n * (4 * d * d + 2 * d * ff) + per_side * (
+        n * (8 * d * d + 2 * d * ff) + d * vocab)
+    return 6 * weights
+
+
+def updates_per_second(shape: str, vocab: int, tokens: int, budget: Budget) -> float:
+    flops = CPU_FLOPS_PER_THREAD * budget.threads if budget.device == "cpu" else GPU_FLOPS
+    return 1 / (update_flops(shape, vocab, tokens) / flops + UPDATE_OVERHEAD_S[budget.device])
+
+
+def epoch_minutes(facts: CorpusFacts, budget: Budget) -> float:
+    """Minutes of one pass over the corpus with the smallest shape: the shortest useful budget."""
+    tokens, vocab = max_tokens(facts), vocab_size(facts)
+    updates = facts.pieces / (FILL * tokens)
+    return updates / updates_per_second(SHAPES[0][0], vocab, tokens, budget) / 60
+
+
+def dropout_for(epochs: float) -> float:
+    if epochs < 0.5:
+        return 0.0
+    rate = DROPOUT_AT_2_EPOCHS + DROPOUT_PER_DOUBLING * math.log2(epochs / 2)
+    return round(min(max(_round(rate, 0.05), 0.0), DROPOUT_MAX), 2)
+
+
+def plan(facts: CorpusFacts, budget: Budget) -> Recipe:
+    """The recipe for `facts` and `budget` (deterministic; monotone: more pairs never give a
+    smaller model or vocabulary, more minutes never a smaller model)."""
+    check(facts, budget)
+    vocab, tokens = vocab_size(facts), max_tokens(facts)
+    cap = next(name for limit, name in SHAPE_BY_PAIRS if facts.pairs <= limit)
+    names = [s[0] for s in SHAPES]
+    seconds = budget.minutes * 60
+
+    def trainable(name: str) -> bool:
+        ups = updates_per_second(name, REFERENCE_VOCAB, REFERENCE_TOKENS, budget)
+        return seconds * ups >= MIN_UPDATES
+
+    shape = next((n for n in reversed(names[:names.index(cap) + 1]) if trainable(n)), names[0])
+    planned = int(seconds * updates_per_second(shape, vocab, tokens, budget))
+    epochs = planned * FILL * tokens / facts.pieces
+    dropout = dropout_for(epochs)
+    inner = INNER_DROPOUT if dropout >= INNER_FROM else 0.0
+    fields = shape_fields(shape)
+    lr = float(f"{LR_AT_256 * math.sqrt(256 / fields['d_model']):.2g}")
+    warmup = int(min(max(_round(planned * WARMUP_FRACTION, 50), WARMUP_RANGE[0]), WARMUP_RANGE[1]))
+    every = max(50, int(_round(planned / CHECKPOINTS, 50)))
+    model = {**fields, "dropout": dropout, "attn_dropout": inner, "activation_dropout": inner,
+             "max_len": 256}
+    data = {"vocab_size": vocab, "valid_pairs": 200}
+    train = {"max_minutes": budget.minutes, "max_steps": 1_000_000, "max_tokens": tokens,
+             "lr": lr, "warmup_steps": warmup, "label_smoothing": LABEL_SMOOTHING,
+             "clip_norm": 1.0, "eval_every": every * 2, "save_every": every,
+             "keep_last_n": KEEP_LAST_N}
+    d, ff, n, h = fields["d_model"], fields["d_ff"], fields["n_layers"], fields["n_heads"]
+    why = [
+        f"corpus: {facts.pairs:,} pairs {facts.src_lang}->{facts.tgt_lang}, {facts.src_mean:.1f}"
+        f"/{facts.tgt_mean:.1f} words a sentence (95th percentile {facts.src_p95}/{facts.tgt_p95})"
+        f", {facts.chars} characters; budget: {budget.describe()}",
+        f"vocabulary {vocab:,} BPE: 2k at 5k pairs, x2 per 4x pairs (Sennrich & Zhang 2019, "
+        "Araabi & Monz 2020: small vocabularies for small corpora)",
+        f"model {shape}: d_model {d}, {h} heads, d_ff {ff}, {n}+{n} layers: the largest for "
+        f"{facts.pairs:,} pairs (up to {cap}) that makes {MIN_UPDATES:,} updates of "
+        f"{REFERENCE_TOKENS:,} tokens in the budget (Araabi & Monz: smaller for less data)",
+        f"{tokens:,} tokens per update: smaller batches for less data (Sennrich & Zhang 2019); "
+        f"~{planned:,} updates expected "
+        f"(~{planned / seconds:.2f}/s), ~{epochs:.1f} passes over the data",
+        f"dropout {dropout} (attention and FFN {inner}): follows the passes the budget allows "
+        "(Table 3: under one pass dropout only slows learning; 0.3 for many, as fairseq's IWSLT)",
+        f"peak lr {lr:g} after {warmup} warmup updates (§5.3's d_model^-0.5, 1e-3 at 256), label "
+        f"smoothing {LABEL_SMOOTHING} (§5.4), a checkpoint every {every} updates, the last "
+        f"{KEEP_LAST_N} kept for averaging (§6.1)",
+    ]
+    return Recipe(shape, model, data, train, planned, round(epochs, 2), why)
+
+
+def check(facts: CorpusFacts, budget: Budget) -> None:
+    """One-line errors for a corpus too small to split and a budget under one epoch."""
+    if facts.pairs < MIN_PAIRS:
+        raise UserError(f"the corpus has {facts.pairs:,} training pairs: too few for `aiayn train "
+                        f"auto` to hold out validation pairs and train (it needs {MIN_PAIRS:,})")
+    if budget.minutes <= 0 or not math.isfinite(budget.minutes):
+        raise UserError(f"--minutes {budget.minutes:g}: must be a positive number")
+    need = epoch_minutes(facts, budget)
+    if budget.minutes < need:
+        raise UserError(f"--minutes {budget.minutes:g} is too short: one pass over the "
+                        f"{facts.pairs:,} pairs takes about {need:.2g} minutes with the smallest "
+                        f"model on {budget.describe().split(' on ')[1]}; give --minutes "
+                        f"{math.ceil(need * 10) / 10:g} or more")
+
+
+__all__ = ["Budget", "CorpusFacts", "Recipe", "SHAPES", "check", "epoch_minutes", "facts_of",
+           "max_tokens", "plan", "updates_per_second", "vocab_size"]
