@@ -1,12 +1,15 @@
 """The package's layers, checked on the import graph of every module (imports inside functions
 included): no task imports another task, models and building blocks import nothing above them,
-the generic layers (data, training, generation) import no task, CLI or figure code, and there is
-no import cycle. Every module also imports cleanly on its own."""
+the generic layers (data, training, generation) import no task, CLI or figure code, the model
+folder's modules (aiayn.folder) are layered among themselves, and there is no import cycle.
+Every module also imports cleanly on its own, and the folder's torch-free modules load no torch."""
 
 from __future__ import annotations
 
 import ast
 import importlib
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -46,8 +49,17 @@ GRAPH = {name: imports_of(name) for name in MODULES}
 
 
 def layer(name: str) -> str:
+    """A module's layer: its subpackage ("data"), or for the model folder's modules and the
+    experiment loader, the module itself ("folder.files", "config.experiment"): they sit at
+    different heights (the data layer writes through folder.files; folder.load builds models)."""
     parts = name.split(".")
+    if len(parts) > 2 and (parts[1] == "folder" or name == "aiayn.config.experiment"):
+        return ".".join(parts[1:3])
     return parts[1] if len(parts) > 1 else ""
+
+
+FOLDER = {"folder", "folder.files", "folder.lock", "folder.format", "folder.weights",
+          "folder.checkpoint", "folder.families", "folder.load"}
 
 
 @pytest.mark.parametrize("name", sorted(set(MODULES) - {"aiayn.__main__"}))
@@ -72,13 +84,31 @@ def test_no_task_imports_another_task():
 @pytest.mark.parametrize("low, allowed", [
     ("nn", {"nn", "masks", "config", "errors"}),
     ("models", {"nn", "models", "masks", "config", "errors"}),
-    ("data", {"data", "errors", "config", "files"}),
+    ("data", {"data", "errors", "config", "folder.files"}),
     ("generation", {"generation", "data", "masks", "errors", "config"}),
-    ("training", {"training", "data", "errors", "config", "devices", "folder", "files",
-                  "families", "models", "nn", "masks", "sizes", "lock"}),
+    ("training", {"training", "data", "errors", "config", "config.experiment", "devices",
+                  "models", "nn", "masks", "sizes", *FOLDER}),
     ("sizes", {"errors", "config", "models"}),  # counts a config's model on the meta device
-    ("lock", {"errors"}),
-    ("files", {"errors"}),
+    # the typed configs and their presets sit below everything; the experiment loader above
+    # the family table
+    ("config", {"config", "errors", "devices"}),
+    ("config.experiment", {"config", "errors", "devices", "folder.families", "sizes"}),
+    # the model folder, bottom up: files and lock are torch-free and import no other part of it
+    ("folder.files", {"errors"}),
+    ("folder.lock", {"errors"}),
+    ("folder.format", {"errors", "config", "folder.files", "folder.lock"}),
+    ("folder", {"errors", "lazy", "folder.files", "folder.format", "folder.lock"}),
+    ("folder.weights", {"errors", "folder.files"}),
+    ("folder.checkpoint", {"errors", "folder.files", "folder.format"}),
+    ("folder.families", {"config", "data", "errors", "models"}),
+    ("folder.load", {"errors", "sizes", "folder.families", "folder.files", "folder.format",
+                     "folder.weights"}),
+    # the old paths, kept as aliases of the modules that moved
+    ("files", {"folder.files"}),
+    ("lock", {"folder.lock"}),
+    ("families", {"folder.families"}),
+    ("api", {"folder.load"}),
+    ("presets", {"config"}),
 ])
 def test_lower_layers_import_nothing_above_them(low, allowed):
     for name in (n for n in MODULES if layer(n) == low):
@@ -87,10 +117,10 @@ def test_lower_layers_import_nothing_above_them(low, allowed):
 
 
 def test_the_family_table_is_the_only_dispatch_on_family_names():
-    """Family names are written once (aiayn.families); other modules use its constants."""
+    """Family names are written once (aiayn.folder.families); other modules use its constants."""
     families = {'"transformer"', '"decoder_lm"', '"encoder"', '"vit"'}
     for name, path in MODULES.items():
-        if name in ("aiayn.families",):
+        if name in ("aiayn.folder.families",):
             continue
         text = path.read_text(encoding="utf-8")
         hits = [f for f in families if f"== {f}" in text or f"family={f}" in text]
@@ -115,3 +145,14 @@ def test_no_import_cycle():
     for name in sorted(GRAPH):
         if state.get(name) is None:
             visit(name, [name])
+
+
+def test_the_folders_torch_free_modules_load_no_torch():
+    """The command line and the data layer read and write model folders through these; the
+    package's torch-using names are imported on first use."""
+    probe = ("import sys, aiayn.folder, aiayn.folder.files, aiayn.folder.format, "
+             "aiayn.folder.lock, aiayn.files, aiayn.lock\n"
+             "print(sorted(m for m in ('torch', 'numpy', 'safetensors') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                         check=True).stdout
+    assert out.strip() == "[]", out

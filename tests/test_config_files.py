@@ -13,9 +13,9 @@ import pytest
 
 from aiayn.cli import main
 from aiayn.config import TrainConfig
+from aiayn.config.experiment import load_experiment, read_config_file
 from aiayn.config.files import MAX_ALIASES, MAX_DEPTH, MAX_FILE_BYTES, MAX_VALUES, load_yaml
 from aiayn.errors import ConfigError, UserError
-from aiayn.training.experiment import load_experiment, read_config_file
 from tests.builders import write_config
 
 

@@ -1,4 +1,4 @@
-"""The family table (aiayn.families): one row per kind of model folder and the task that trains
+"""The family table (aiayn.folder.families): one row per kind of model folder and the task that trains
 it, read by folder loading, `aiayn.load`, the experiment loader and the command line."""
 
 import importlib
@@ -6,10 +6,10 @@ import importlib
 import pytest
 
 from aiayn.config import Config
+from aiayn.config.experiment import builtin_configs
 from aiayn.errors import UserError
-from aiayn.families import FAMILIES, task_family
+from aiayn.folder.families import FAMILIES, task_family
 from aiayn.tasks import TASKS
-from aiayn.training.experiment import builtin_configs
 
 
 def test_the_command_line_names_the_tasks_of_the_table():

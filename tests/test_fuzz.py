@@ -7,10 +7,10 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
+from aiayn.config.experiment import load_experiment
 from aiayn.data.parallel import read_parallel, read_tsv
 from aiayn.errors import UserError
 from aiayn.tasks import translation
-from aiayn.training.experiment import load_experiment
 
 # derandomize: the same examples on every run, so CI is reproducible (a fresh search is
 # `pytest tests/test_fuzz.py --hypothesis-seed=N`).

@@ -1,4 +1,4 @@
-"""One writer per model folder (aiayn.lock): a second writer is refused in one line naming the
+"""One writer per model folder (aiayn.folder.lock): a second writer is refused in one line naming the
 first, touching nothing; the lock goes with its process, however it ends; commands that write a
 fresh folder redo one they left unfinished. The slow tests start real `aiayn` processes against
 one folder (two trains, train + resume, train + average, export + export, SIGKILL then a new
@@ -17,14 +17,14 @@ import pytest
 import aiayn
 from aiayn.data.fingerprint import content_of
 from aiayn.errors import UserError
-from aiayn.folder import INCOMPLETE_MARKER, new_folder, require_new_folder
-from aiayn.lock import LOCK_FILE, FolderBusy, holder, is_locked, writer_lock
+from aiayn.folder.format import INCOMPLETE_MARKER, new_folder, require_new_folder
+from aiayn.folder.lock import LOCK_FILE, FolderBusy, holder, is_locked, writer_lock
 from aiayn.tasks import translation
 from tests.builders import write_config
 
 HOLD = textwrap.dedent("""
     import sys, time
-    from aiayn.lock import writer_lock
+    from aiayn.folder.lock import writer_lock
     with writer_lock(sys.argv[1]):
         print("locked", flush=True)
         time.sleep(120)
@@ -241,7 +241,7 @@ def test_the_lock_file_is_not_content_for_a_new_run(tmp_path):
     folder = tmp_path / "model"
     folder.mkdir()
     (folder / LOCK_FILE).write_text(f"{os.getpid() + 10**6} aiayn train x\n")
-    from aiayn.training.checkpoint import check_out_folder
+    from aiayn.folder.checkpoint import check_out_folder
 
     check_out_folder(folder, resume=False)
 

@@ -6,9 +6,9 @@ import pytest
 
 from aiayn.cli import main
 from aiayn.config import TrainConfig
-from aiayn.families import task_family
+from aiayn.config.experiment import recipe_train
+from aiayn.folder.families import task_family
 from aiayn.tasks import TASKS
-from aiayn.training.experiment import recipe_train
 
 
 def test_lists_the_built_in_configs_with_their_commands(capsys):

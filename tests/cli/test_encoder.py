@@ -276,8 +276,8 @@ def test_python_api_uses_the_same_defaults_as_the_cli():
     import yaml
 
     from aiayn.config import TrainConfig
+    from aiayn.config.experiment import CONFIG_DIR
     from aiayn.tasks.text_classification import experiment
-    from aiayn.training.experiment import CONFIG_DIR
 
     recipe = yaml.safe_load((CONFIG_DIR / "classify.yaml").read_text(encoding="utf-8"))["train"]
     data = {"corpus": "gettext-origin"}

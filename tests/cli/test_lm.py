@@ -124,8 +124,8 @@ def test_python_api_uses_the_same_defaults_as_the_cli(tmp_path):
     import yaml
 
     from aiayn.config import TrainConfig
+    from aiayn.config.experiment import CONFIG_DIR
     from aiayn.tasks.language_model import experiment
-    from aiayn.training.experiment import CONFIG_DIR
 
     recipe = yaml.safe_load((CONFIG_DIR / "lm.yaml").read_text(encoding="utf-8"))["train"]
     assert experiment().train == TrainConfig.from_dict(recipe)
@@ -143,7 +143,7 @@ def test_python_api_uses_the_same_defaults_as_the_cli(tmp_path):
     from aiayn.tasks.language_model import train
     train(experiment("lm-char", common), texts=[str(text)], out=tmp_path / "py",
           say=lambda s: None)
-    from aiayn.training.checkpoint import load_train_state
+    from aiayn.folder.checkpoint import load_train_state
 
     saved = [json.loads((tmp_path / d / "config.json").read_text())["experiment"]
              for d in ("cli", "py")]
@@ -156,7 +156,7 @@ def test_aiayn_train_trains_the_task_its_config_names(tmp_path, capsys):
     """`aiayn train lm-char ...` trains a language model exactly as `aiayn lm train lm-char ...`
     does, with the common flags (--out, overrides). A flag of `aiayn lm train` alone (--text) is
     refused by `aiayn train` with the command that has it, and a run that would need one says so."""
-    from aiayn.training.checkpoint import load_train_state
+    from aiayn.folder.checkpoint import load_train_state
 
     args = ["lm-char", "data.corpus=python-stdlib", "data.max_bytes=20000", "data.eval_tokens=2000",
             "data.block_len=32", "model.n_layers=1", "model.d_model=32", "model.n_heads=2",

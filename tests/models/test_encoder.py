@@ -6,7 +6,8 @@ import torch
 from aiayn.config import EncoderConfig, encoder_preset
 from aiayn.convert.hf_bert import config_from_hf, convert_state_dict, from_hf
 from aiayn.errors import ConfigError, UserError
-from aiayn.folder import load_model, save_model
+from aiayn.folder.load import load_model
+from aiayn.folder.weights import save_model
 from aiayn.models import EncoderModel
 from aiayn.models.encoder import IGNORE_INDEX, mean_pool, mlm_loss
 

@@ -6,7 +6,8 @@ import torch
 from aiayn.config import ViTConfig, vit_preset
 from aiayn.convert.hf_vit import convert_state_dict, from_hf, load_hf_folder
 from aiayn.errors import ConfigError, UserError
-from aiayn.folder import load_model, save_model
+from aiayn.folder.load import load_model
+from aiayn.folder.weights import save_model
 from aiayn.models import VisionTransformer
 from aiayn.models.vit import PatchEmbedding, patchify, unpatchify
 

@@ -14,10 +14,10 @@ from aiayn.cli import main
 from aiayn.data.dates_numbers import dates_numbers
 from aiayn.data.parallel import write_corpus_dir
 from aiayn.errors import UserError
-from aiayn.folder import folder_contents
+from aiayn.folder.checkpoint import STARTED_MARKER, TRAIN_STATE_FILE
+from aiayn.folder.format import folder_contents
 from aiayn.table3 import runs
 from aiayn.table3.plan import PLAN_FILE, Plan, check_plan, nothing_done
-from aiayn.training.checkpoint import STARTED_MARKER, TRAIN_STATE_FILE
 from tests.table3.test_results import result_record
 
 

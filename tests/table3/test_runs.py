@@ -207,11 +207,11 @@ def test_a_table_folder_has_one_writer(tmp_path):
     lock: a second command is refused in one line naming it, before anything is written."""
     import time
 
-    from aiayn.lock import LOCK_FILE
+    from aiayn.folder.lock import LOCK_FILE
 
     out = tmp_path / "t3"
     holder = subprocess.Popen([sys.executable, "-c", "import sys, time\n"
-                               "from aiayn.lock import writer_lock\n"
+                               "from aiayn.folder.lock import writer_lock\n"
                                "with writer_lock(sys.argv[1]):\n    time.sleep(60)", str(out)])
     try:
         for _ in range(200):

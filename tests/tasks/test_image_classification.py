@@ -7,7 +7,7 @@ import yaml
 
 from aiayn.cli import main
 from aiayn.config import VIT_PRESETS
-from aiayn.families import FAMILIES, VIT
+from aiayn.folder.families import FAMILIES, VIT
 
 CONFIG = Path(__file__).resolve().parents[2] / "src" / "aiayn" / "configs" / "vit-digits.yaml"
 

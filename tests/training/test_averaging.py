@@ -4,8 +4,8 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
+from aiayn.folder.checkpoint import load_train_state
 from aiayn.training.averaging import WeightAverage, gamma_for, width_of
-from aiayn.training.checkpoint import load_train_state
 from aiayn.training.trainer import Trainer
 from tests.training.test_trainer import copy_stream, loss_fn, quiet, random_sequences, tiny_model
 
@@ -126,7 +126,8 @@ def test_averaging_checkpoints_of_different_shapes_names_the_first_tensor_that_d
     and writes nothing."""
     from aiayn.cli import main
     from aiayn.config import TransformerConfig
-    from aiayn.folder import checkpoint_path, save_model, save_weights
+    from aiayn.folder.format import checkpoint_path
+    from aiayn.folder.weights import save_model, save_weights
     from aiayn.models import Transformer
 
     folder = tmp_path / "run"

@@ -10,8 +10,7 @@ from safetensors.torch import load_file, save_file
 
 from aiayn import Transformer, preset
 from aiayn.errors import UserError
-from aiayn.folder import checkpoint_path, list_checkpoints, save_model
-from aiayn.training.checkpoint import (
+from aiayn.folder.checkpoint import (
     average_checkpoints,
     average_state_dicts,
     load_train_state,
@@ -20,6 +19,8 @@ from aiayn.training.checkpoint import (
     save_train_state,
     set_rng_state,
 )
+from aiayn.folder.format import checkpoint_path, list_checkpoints
+from aiayn.folder.weights import save_model
 
 
 def test_rng_state_round_trips_through_a_weights_only_file(tmp_path):
@@ -70,7 +71,7 @@ def test_averaging_two_checkpoints_gives_the_element_wise_mean(tmp_path):
     assert (tmp_path / "avg/tokenizer.json").exists()
     assert not (tmp_path / "avg/checkpoints").exists()
     # The averaged folder loads as a model.
-    from aiayn.folder import load_model
+    from aiayn.folder.load import load_model
     model, _ = load_model(tmp_path / "avg")
     torch.testing.assert_close(model.state_dict()["output.weight"],
                                (a["src_embed.tokens.weight"] + b["src_embed.tokens.weight"]) / 2)
@@ -113,7 +114,7 @@ def test_prune_keeps_the_newest_and_the_protected(tmp_path):
 
 
 def test_averaging_warning_names_a_span_that_reaches_back_into_early_training():
-    from aiayn.training.checkpoint import averaging_warning
+    from aiayn.folder.checkpoint import averaging_warning
 
     assert averaging_warning([9600, 9700, 9800, 9900, 10000], 10000) is None
     assert averaging_warning([1000], 1153) is None
@@ -150,7 +151,8 @@ def test_average_copies_known_files_only_and_never_through_a_symlink(tmp_path):
 def test_files_follow_the_umask_and_stale_temporaries_go_at_resume(tmp_path):
     import os
 
-    from aiayn.folder import atomic_write_text, remove_stale_tmp
+    from aiayn.folder.files import atomic_write_text
+    from aiayn.folder.format import remove_stale_tmp
 
     old = os.umask(0o022)
     try:

@@ -8,17 +8,17 @@ import pytest
 import yaml
 
 from aiayn.config import TrainConfig
-from aiayn.errors import UserError
-from aiayn.families import FAMILIES, task_family
-from aiayn.tasks.translation import TASK
-from aiayn.training.experiment import (
+from aiayn.config.experiment import (
     CONFIG_DIR,
     builtin_configs,
     config_task,
     parse_value,
     recipe_train,
 )
-from aiayn.training.experiment import load_experiment as load_any
+from aiayn.config.experiment import load_experiment as load_any
+from aiayn.errors import UserError
+from aiayn.folder.families import FAMILIES, task_family
+from aiayn.tasks.translation import TASK
 
 
 def load_experiment(config, overrides=()):

@@ -12,10 +12,10 @@ import torch
 
 from aiayn.data.fingerprint import content_of
 from aiayn.errors import UserError
-from aiayn.folder import CONFIG_FILE
-from aiayn.lock import LOCK_FILE
+from aiayn.folder.checkpoint import STARTED_MARKER, TRAIN_STATE_FILE
+from aiayn.folder.files import CONFIG_FILE
+from aiayn.folder.lock import LOCK_FILE
 from aiayn.tasks import TASKS
-from aiayn.training.checkpoint import STARTED_MARKER, TRAIN_STATE_FILE
 from aiayn.training.run import Run, TrainResult, start_run
 from tests.builders import digit_pairs, write_pairs
 

@@ -16,7 +16,7 @@ from aiayn.cli import main
 from aiayn.config import DecoderLMConfig, EncoderConfig, TransformerConfig
 from aiayn.data.special import BOS, BOS_TOKEN
 from aiayn.data.tokenizer import Tokenizer
-from aiayn.folder import save_model
+from aiayn.folder.weights import save_model
 from aiayn.viz.attention import attention_figures, attention_maps, plot_attention
 from aiayn.viz.inspect import Inspector
 

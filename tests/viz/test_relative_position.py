@@ -9,8 +9,8 @@ import torch
 
 from aiayn import Transformer, preset
 from aiayn.cli import main
-from aiayn.families import TRANSLATION
-from aiayn.folder import save_model
+from aiayn.folder.families import TRANSLATION
+from aiayn.folder.weights import save_model
 from aiayn.viz.relative_position import bias_by_offset, plot_relative_bias
 
 

@@ -242,7 +242,7 @@ def writable_file(option: str, path: str, inputs: dict[str, str | None] | None =
     import os
     from pathlib import Path
 
-    from aiayn.files import model_folder_around
+    from aiayn.folder.files import model_folder_around
 
     target = Path(path)
     folder = target.parent
@@ -328,26 +328,37 @@ def training_command(p: argparse.ArgumentParser, func: Callable[[argparse.Namesp
     p.add_argument("overrides", nargs=argparse.REMAINDER, metavar="KEY=VALUE",
                    help="dotted overrides, e.g. train.max_steps=100")
     _run_options(p, options)
-    p.set_defaults(run_options=options, func=func, distributed=True)  # torchrun: data-parallel
+    # source: the config as read by config_task_of, read once (config_of)
+    p.set_defaults(run_options=options, func=func, distributed=True,  # torchrun: data-parallel
+                   source=None)
     if task is not None:
         TRAIN_COMMANDS[task] = p
 
 
 def config_task_of(args: argparse.Namespace) -> str:
     """The task `aiayn train CONFIG [KEY=VALUE ...]` trains: the one the config names (its
-    `task:`, or a task= override); translation for a config that names none."""
-    from aiayn.training.experiment import config_task
+    `task:`, or a task= override); translation for a config that names none. CONFIG is read
+    here, once: what was read is kept in args.source for the task's loader (config_of)."""
+    from aiayn.config.experiment import config_task, read_source
+    from aiayn.folder.families import task_family
 
     items = [args.config or "", *args.overrides]
-    config = None if args.config is None or "=" in args.config else args.config
-    return config_task(config, [i for i in items if i.startswith("task=")])
+    if args.config is not None and "=" not in args.config:
+        args.source = read_source(args.config, task_family("translation"))
+    return config_task(args.source, [i for i in items if i.startswith("task=")])
+
+
+def config_of(args: argparse.Namespace) -> Any:
+    """The config a `... train` command loads: CONFIG as config_task_of read it (not read
+    again), else CONFIG as given."""
+    return args.source if args.source is not None else args.config
 
 
 def train_as(task: str, args: argparse.Namespace) -> int:
     """`aiayn train CONFIG ...` for a config of `task` (not translation): the `... train` command
     of that task runs it, with its own flags at their defaults. Those flags are that command's
     alone: given to `aiayn train`, they are refused with the command to use."""
-    from aiayn.families import task_family
+    from aiayn.folder.families import task_family
 
     family = task_family(task)
     command = TRAIN_COMMANDS[task]
@@ -361,7 +372,7 @@ def train_as(task: str, args: argparse.Namespace) -> int:
             raise UserError(f"{flag} is an option of `{family.command}`: {args.config} is a {task} "
                             f"config; run `{family.command} {args.config} ... {flag} ...`")
     run = command.parse_args([])  # the command's function and its flags' defaults
-    for key in ("config", "overrides", "out", "resume"):
+    for key in ("config", "source", "overrides", "out", "resume"):
         setattr(run, key, getattr(args, key))
     return run.func(run)
 

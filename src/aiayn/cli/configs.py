@@ -34,8 +34,8 @@ def register(sub) -> None:
 
 
 def _configs(args: argparse.Namespace) -> int:
-    from aiayn.families import task_family
-    from aiayn.training.experiment import builtin_configs, describe_config
+    from aiayn.config.experiment import builtin_configs, describe_config
+    from aiayn.folder.families import task_family
 
     if args.keys:
         return _keys(args.task, args.keys)
@@ -69,9 +69,9 @@ def field_docs(cls: type) -> list[tuple[str, str, str, str]]:
 
 
 def _keys(task_name: str, section: str) -> int:
+    from aiayn.config.experiment import recipe_train
     from aiayn.config.train import TrainConfig
-    from aiayn.families import task_family
-    from aiayn.training.experiment import recipe_train
+    from aiayn.folder.families import task_family
 
     task = task_family(task_name)
     sections = {"model": task.config, "data": task.data_config, "train": TrainConfig}

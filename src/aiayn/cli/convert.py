@@ -75,7 +75,7 @@ def _import_bert(args: argparse.Namespace) -> int:
 def _import_vit(args: argparse.Namespace) -> int:
     from aiayn.convert.hf_original import KEY, keep
     from aiayn.convert.hf_vit import load_hf_folder
-    from aiayn.folder import new_folder, read_json, require_new_folder
+    from aiayn.folder.format import new_folder, read_json, require_new_folder
     from aiayn.tasks.image_classification import ImageClassifier
 
     out = require_new_folder(args.out)

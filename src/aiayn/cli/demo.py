@@ -29,7 +29,7 @@ from pathlib import Path
 
 from aiayn.cli.common import beam_size
 from aiayn.errors import UserError
-from aiayn.lock import writer_lock
+from aiayn.folder.lock import writer_lock
 
 N_SAMPLES = 6
 
@@ -40,7 +40,8 @@ def _say(message: str) -> None:
 
 def _check_out(out: Path) -> None:
     """The demo replaces only an earlier demo's folder, never anything else."""
-    from aiayn.folder import CONFIG_FILE, folder_contents
+    from aiayn.folder.files import CONFIG_FILE
+    from aiayn.folder.format import folder_contents
 
     if not out.exists():
         return
@@ -121,7 +122,7 @@ def run_demo(out: str | Path = "demo-model", minutes: float | None = None, beam:
             raise UserError(f"--minutes {minutes}: must be positive")
         overrides.append(f"train.max_minutes={float(minutes)}")
     exp = translation.experiment("demo", overrides)
-    # One demo writes `out` (and its training folder beside it) at a time (aiayn.lock).
+    # One demo writes `out` (and its training folder beside it) at a time (aiayn.folder.lock).
     with writer_lock(out):
         _check_out(out)
         threads = torch.get_num_threads()
@@ -171,7 +172,7 @@ def _run(exp, out: Path, beam: int, test_limit: int | None) -> int:
 
 def _test_and_show(folder: Path, test, beam: int, result):
     """Score the test split, write metrics.json and attention.png into `folder`."""
-    from aiayn.folder import atomic_write_text
+    from aiayn.folder.files import atomic_write_text
     from aiayn.tasks import translation
 
     translator = translation.Translator.load(folder)

@@ -25,6 +25,7 @@ import sys
 
 from aiayn.cli.common import (
     command_group,
+    config_of,
     model_command,
     percent,
     read_stdin_lines,
@@ -79,7 +80,7 @@ def _train(args: argparse.Namespace) -> int:
         raise UserError("--valid goes with --train")
     data = {"train": args.train, "valid": args.valid, "corpus": None} if args.train else \
         {"corpus": args.corpus, "train": None, "valid": None} if args.corpus else None
-    exp = experiment(args.config, overrides, out=args.out, data=data)
+    exp = experiment(config_of(args), overrides, out=args.out, data=data)
     result = train(exp, resume=args.resume, say=say)
     details = percent("valid accuracy", result.metrics.get("valid_accuracy")) + \
         percent("test accuracy", result.metrics.get("test_accuracy"))

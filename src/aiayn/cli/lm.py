@@ -23,6 +23,7 @@ import sys
 from aiayn.cli.common import (
     Given,
     command_group,
+    config_of,
     finite_float,
     given_flags,
     model_command,
@@ -84,7 +85,7 @@ def _train(args: argparse.Namespace) -> int:
 
     overrides = split_overrides(args)
     data = {"corpus": args.corpus} if args.corpus else {"corpus": None} if args.text else None
-    exp = experiment(args.config, overrides, out=args.out, data=data)
+    exp = experiment(config_of(args), overrides, out=args.out, data=data)
     result = train(exp, resume=args.resume, say=say, texts=args.text or (),
                    valid_texts=args.valid)
     out, m = result.folder, result.metrics

@@ -19,6 +19,7 @@ import json
 
 from aiayn.cli.common import (
     command_group,
+    config_of,
     model_command,
     percent,
     report_training,
@@ -62,7 +63,7 @@ def _train(args: argparse.Namespace) -> int:
     overrides = split_overrides(args)
     data = {"images": args.images, "corpus": None} if args.images else \
         {"corpus": args.corpus, "images": None} if args.corpus else None
-    exp = experiment(args.config, overrides, out=args.out, data=data)
+    exp = experiment(config_of(args), overrides, out=args.out, data=data)
     result = train(exp, resume=args.resume, say=say)
     details = percent("valid accuracy", result.metrics.get("valid_accuracy")) + \
         percent("test accuracy", result.metrics.get("test_accuracy"))

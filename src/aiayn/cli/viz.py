@@ -80,7 +80,7 @@ def _common(p, stem: str) -> None:
 
 def _check_out(args) -> None:
     """Before any work: figures are no model's files, so --out is no model folder."""
-    from aiayn.files import model_folder_around
+    from aiayn.folder.files import model_folder_around
 
     around = model_folder_around(Path(args.out) / f"{args.name}.png")
     if around is not None:
@@ -143,7 +143,7 @@ def run_positions(args) -> int:
 
 def run_relative_bias(args) -> int:
     _check_out(args)
-    from aiayn.folder import load_model
+    from aiayn.folder.load import load_model
     from aiayn.sizes import check_count
     from aiayn.viz.relative_position import plot_relative_bias
     if args.max_offset is not None:

@@ -8,10 +8,12 @@ plus dotted `key=value` overrides, layered over the task's recipe -> typed confi
     train: {max_minutes: 7, max_tokens: 4096}            # TrainConfig fields
 
 The CLI (`aiayn train`, `aiayn lm train`, ...) and the Python API (`aiayn.tasks.*.experiment()`)
-both call `load_experiment`, so a run started from either trains the same thing.
+both call `load_experiment`, so a run started from either trains the same thing. Each file is read
+once on the way: `aiayn train CONFIG` reads CONFIG to learn its task (config_task) and hands what
+it read (a ConfigSource) to that task's loader; the recipe is read once per experiment.
 
 A task's recipe is a built-in config (aiayn/configs/NAME.yaml, named by the family table,
-aiayn.families): the language model's is lm.yaml, the text classifier's classify.yaml, the ViT's
+aiayn.folder.families): the language model's is lm.yaml, the text classifier's classify.yaml, the ViT's
 vit-digits.yaml; translation has none (TrainConfig's defaults are the paper's §5 recipe).
 
   * Without a config, the experiment is the recipe (less its `out`: name the folder with --out;
@@ -47,7 +49,7 @@ from aiayn.config.files import MAX_VALUES, check_values, load_json, load_yaml, r
 from aiayn.config.train import TrainConfig
 from aiayn.devices import resolve_device
 from aiayn.errors import ConfigError, UserError
-from aiayn.families import Family, task_family
+from aiayn.folder.families import Family, task_family
 from aiayn.sizes import check_fits
 
 SECTIONS = ("task", "out", "model", "data", "train")
@@ -102,10 +104,13 @@ def recipe(task: Family) -> dict[str, Any]:
     return read_config_file(CONFIG_DIR / f"{task.recipe}.yaml") if task.recipe else {}
 
 
-def recipe_train(task: Family, model: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The train settings a run of the task starts from: its recipe's train section, with the
-    family's fine_tuning settings over it when the model section has `init`."""
-    train = dict(recipe(task).get("train") or {})
+def recipe_train(task: Family, model: dict[str, Any] | None = None,
+                 task_recipe: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The train settings a run of the task starts from: its recipe's train section (of
+    `task_recipe`, the recipe as read already, else read here), with the family's fine_tuning
+    settings over it when the model section has `init`."""
+    task_recipe = recipe(task) if task_recipe is None else task_recipe
+    train = dict(task_recipe.get("train") or {})
     if model and "init" in model:
         train.update(task.fine_tuning)
     return train
@@ -178,36 +183,55 @@ def read_config_file(path: str | Path) -> dict[str, Any]:
     return data
 
 
-def read_source(config: str | Path | dict[str, Any] | None, task: Family) -> tuple[dict[str, Any], str]:
-    """(raw sections, where) of a config: a file path, a built-in config name, a preset name of
-    the task's model config, a dict, or None (the task's recipe)."""
+@dataclass(frozen=True)
+class ConfigSource:
+    """A config as read (read_source): its sections as written and where they came from, for
+    messages. Given to load_experiment in place of a file or name, it is not read again."""
+
+    raw: dict[str, Any]
+    where: str
+
+
+Source = str | Path | dict[str, Any] | ConfigSource | None  # what names a config (read_source)
+
+
+def read_source(config: Source, task: Family,
+                task_recipe: dict[str, Any] | None = None) -> ConfigSource:
+    """The raw sections of a config and where they came from: a file path, a built-in config
+    name, a preset name of the task's model config, a dict, a ConfigSource (as it is), or None
+    (the task's recipe: `task_recipe` as read already, else read here)."""
+    if isinstance(config, ConfigSource):
+        return config
     if config is None:  # the recipe, less its folder (a run without a config names its own)
         # and its train section, which experiment_from_dict layers under every config's
-        raw = {k: v for k, v in recipe(task).items() if k not in ("out", "train")}
-        return raw, f"{task.recipe} (the {task.task} recipe)" if task.recipe else \
-            f"the {task.task} defaults"
+        task_recipe = recipe(task) if task_recipe is None else task_recipe
+        raw = {k: v for k, v in task_recipe.items() if k not in ("out", "train")}
+        return ConfigSource(raw, f"{task.recipe} (the {task.task} recipe)" if task.recipe
+                            else f"the {task.task} defaults")
     if isinstance(config, dict):
         check_values(config, "config", MAX_VALUES)  # plain data, not too deep or large to copy
-        return json.loads(json.dumps(config)), "config"
+        return ConfigSource(json.loads(json.dumps(config)), "config")
     path, builtin = Path(config), builtin_configs()
     if path.exists() or path.suffix in (".yaml", ".yml", ".json") or "/" in str(config):
-        return read_config_file(path), str(config)
+        return ConfigSource(read_config_file(path), str(config))
     if str(config) in builtin:
-        return read_config_file(builtin[str(config)]), f"{config} (built-in config)"
+        return ConfigSource(read_config_file(builtin[str(config)]), f"{config} (built-in config)")
     if str(config) in task.config.PRESETS:
-        return {"model": {"preset": str(config)}}, f"preset {config}"
+        return ConfigSource({"model": {"preset": str(config)}}, f"preset {config}")
     raise UserError(f"{config}: config file not found, and not a built-in config "
                     f"({', '.join(builtin)}) or a {task.task} preset "
                     f"({', '.join(task.config.PRESETS)})")
 
 
-def config_task(config: str | Path | dict[str, Any] | None, overrides: Sequence[str] = ()) -> str:
+def config_task(config: Source, overrides: Sequence[str] = ()) -> str:
     """The task a config names (its `task:`, or a task= override); "translation" when it names
-    none (a model preset name is a translation preset)."""
+    none (a model preset name is a translation preset). `config` read once: read_source's
+    ConfigSource, loaded later as it is."""
     if config is None:
         return "translation"
-    raw, where = read_source(config, task_family("translation"))
-    task = apply_overrides(raw, [o for o in overrides if o.startswith("task=")],
+    source = read_source(config, task_family("translation"))
+    where = source.where
+    task = apply_overrides(source.raw, [o for o in overrides if o.startswith("task=")],
                            where).get("task", "translation")
     try:
         return task_family(task).task
@@ -222,7 +246,10 @@ def _section(cls: type[Config], fields: dict[str, Any], where: str, name: str) -
         raise UserError(f"{where}: {name}: {e}") from None
 
 
-def experiment_from_dict(raw: dict[str, Any], task: Family, where: str = "config") -> Experiment:
+def experiment_from_dict(raw: dict[str, Any], task: Family, where: str = "config",
+                         task_recipe: dict[str, Any] | None = None) -> Experiment:
+    """The experiment of the raw sections `raw` of a config of `task`, its train section layered
+    over the recipe's (`task_recipe`, the recipe as read already, else read here)."""
     unknown = sorted(set(raw) - set(SECTIONS))
     if unknown:
         raise UserError(f"{where}: unknown key {unknown[0]!r}{did_you_mean(unknown[0], SECTIONS)}; "
@@ -238,8 +265,8 @@ def experiment_from_dict(raw: dict[str, Any], task: Family, where: str = "config
             raise UserError(f"{where}: {name}: expected a mapping of fields, got {value!r}")
         sections[name] = value
     data = _section(task.data_config, sections["data"], where, "data")
-    train = _section(TrainConfig, {**recipe_train(task, sections["model"]), **sections["train"]},
-                     where, "train")
+    train = _section(TrainConfig, {**recipe_train(task, sections["model"], task_recipe),
+                                   **sections["train"]}, where, "train")
     try:  # an unavailable device fails here, before any data is read or folder written
         resolve_device(train.device)
     except ConfigError as e:
@@ -278,23 +305,25 @@ def _check_preset(task: Family, model: dict[str, Any], where: str) -> str | None
     return name
 
 
-def load_experiment(config: str | Path | dict[str, Any] | None = None,
-                    overrides: Sequence[str] = (), *, task: str, out: str | Path | None = None,
+def load_experiment(config: Source = None, overrides: Sequence[str] = (), *, task: str,
+                    out: str | Path | None = None,
                     data: dict[str, Any] | None = None) -> Experiment:
     """The experiment of `config` (see read_source) with `overrides` ("train.max_steps=100"),
     layered over the recipe of `task` (a task name: "language_model"; see the module's doc).
     `out` replaces the config's output folder; `data` sets data fields to Python values (what
-    CLI flags such as --text or --corpus say)."""
+    CLI flags such as --text or --corpus say). The config and the recipe are each read once."""
     family = task_family(task)
-    raw, where = read_source(config, family)
-    raw = apply_overrides(raw, overrides, where)
+    task_recipe = recipe(family)
+    source = read_source(config, family, task_recipe)
+    where = source.where
+    raw = apply_overrides(source.raw, overrides, where)
     if data:
         if not isinstance(raw.get("data"), dict):
             raw["data"] = {}
         raw["data"].update(data)
     if out is not None:
         raw["out"] = str(out)
-    return experiment_from_dict(raw, family, where)
+    return experiment_from_dict(raw, family, where, task_recipe)
 
 
 def require_out(exp: Experiment, out: str | Path | None = None) -> Path:
@@ -305,6 +334,7 @@ def require_out(exp: Experiment, out: str | Path | None = None) -> Path:
     return Path(folder)
 
 
-__all__ = ["CONFIG_DIR", "Experiment", "apply_overrides", "build_model_config", "builtin_configs",
-           "config_task", "describe_config", "experiment_from_dict", "load_experiment",
-           "parse_value", "read_config_file", "recipe", "recipe_train", "require_out"]
+__all__ = ["CONFIG_DIR", "ConfigSource", "Experiment", "Source", "apply_overrides",
+           "build_model_config", "builtin_configs", "config_task", "describe_config",
+           "experiment_from_dict", "load_experiment", "parse_value", "read_config_file",
+           "read_source", "recipe", "recipe_train", "require_out"]

@@ -1,6 +1,7 @@
 """Typed model configs with the paper's names, one per model family, and their named presets
-(aiayn.presets): BlockConfig (the attention + feed-forward block they share), TransformerConfig
-(§3's encoder-decoder), DecoderLMConfig (GPT-style), EncoderConfig (BERT-style) and ViTConfig.
+(aiayn.config.presets): BlockConfig (the attention + feed-forward block they share),
+TransformerConfig (§3's encoder-decoder), DecoderLMConfig (GPT-style), EncoderConfig (BERT-style)
+and ViTConfig.
 """
 
 from __future__ import annotations
@@ -8,7 +9,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from aiayn.config.base import Config, _fail
-from aiayn.presets import DECODER_LM_PRESETS, ENCODER_PRESETS, TRANSFORMER_PRESETS, VIT_PRESETS
+from aiayn.config.presets import (
+    DECODER_LM_PRESETS,
+    ENCODER_PRESETS,
+    TRANSFORMER_PRESETS,
+    VIT_PRESETS,
+)
 
 ACTIVATIONS = ("relu", "gelu", "gelu_tanh", "silu")
 POSITIONS = ("sinusoidal", "learned", "none")

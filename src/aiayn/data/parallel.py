@@ -121,7 +121,7 @@ def filter_long(pairs_as_ids: Sequence[tuple[Sequence[int], Sequence[int]]], max
 def write_parallel(pairs: Sequence[Pair], src_path: str | Path, tgt_path: str | Path) -> None:
     """Write aligned files, one sentence per line (a sentence may not contain a line break);
     each atomically (a link there is replaced, never written through)."""
-    from aiayn.files import atomic_write_text
+    from aiayn.folder.files import atomic_write_text
 
     for i, (src, tgt) in enumerate(pairs):
         if "\n" in src or "\n" in tgt or "\r" in src or "\r" in tgt:
@@ -151,7 +151,7 @@ def corpus_files(out: Path) -> list[Path]:
 def check_corpus_out(out: str | Path, force: bool = False) -> list[Path]:
     """Refuse, before any work, a corpus folder that would lose something: a file, a model
     folder, a folder holding a corpus already (unless `force`). Returns the old corpus's files."""
-    from aiayn.files import CONFIG_FILE, WEIGHTS_FILE, refuse_inside_model_folder
+    from aiayn.folder.files import CONFIG_FILE, WEIGHTS_FILE, refuse_inside_model_folder
 
     out = Path(out)
     if out.exists() and not out.is_dir():
@@ -172,7 +172,7 @@ def write_corpus_dir(corpus: dict[str, Sequence[Pair]], out_dir: str | Path,
     """Write ``{split}.src``, ``{split}.tgt`` per split and ``stats.json``; returns the stats.
     A folder that holds a corpus already is refused unless `force`, which replaces that corpus
     whole (a split the new one lacks goes too); a model folder is refused always."""
-    from aiayn.files import atomic_write_text
+    from aiayn.folder.files import atomic_write_text
 
     out = Path(out_dir)
     old = check_corpus_out(out, force)

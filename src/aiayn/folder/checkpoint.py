@@ -22,13 +22,10 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from aiayn.errors import ConfigError, UserError
-from aiayn.folder import (
+from aiayn.folder.files import CONFIG_FILE, WEIGHTS_FILE, atomic_write, atomic_write_text
+from aiayn.folder.format import (
     CHECKPOINT_DIR,
-    CONFIG_FILE,
     TOKENIZER_FILE,
-    WEIGHTS_FILE,
-    atomic_write,
-    atomic_write_text,
     folder_contents,
     list_checkpoints,
     new_folder,
@@ -67,8 +64,8 @@ def _never_checkpointed(out: Path) -> bool:
 def check_out_folder(out: Path, resume: bool) -> None:
     """A new run never writes into an existing folder, except one left by a run stopped before
     its first checkpoint (its leftovers are removed); a resumed one needs its train state.
-    Called by the folder's one writer, holding its lock (aiayn.lock): the lock file is not
-    content, and nothing here is removed while another process may be writing."""
+    Called by the folder's one writer, holding its lock (aiayn.folder.lock): the lock file is
+    not content, and nothing here is removed while another process may be writing."""
     if resume:
         if out.is_dir() and not (out / TRAIN_STATE_FILE).is_file() and _never_checkpointed(out):
             raise UserError(f"{out}: the run there stopped before its first checkpoint; nothing "
@@ -260,3 +257,10 @@ def average_checkpoints(folder: str | Path, last: int, out: str | Path,
         meta["averaged_steps"] = steps
         atomic_write_text(out / CONFIG_FILE, json.dumps(meta, indent=2, sort_keys=True) + "\n")
     return steps
+
+
+__all__ = ["COPIED_BY_AVERAGE", "MAX_AVERAGED_SPAN", "STARTED_MARKER", "TRAIN_STATE_FILE",
+           "average_checkpoints", "average_state_dicts", "averaging_warning", "check_out_folder",
+           "load_train_state", "mark_started", "prune_checkpoints", "rng_state",
+           "running_average_note", "save_checkpoint_weights", "save_train_state",
+           "set_rng_state"]

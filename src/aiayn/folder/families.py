@@ -1,6 +1,6 @@
 """The family table: for each kind of model folder, which typed config and model class it holds,
 which task trains and uses it, the object `aiayn.load` returns, and what the one experiment
-loader (aiayn.training.experiment) needs to know of that task.
+loader (aiayn.config.experiment) needs to know of that task.
 
 A folder's config.json names its family ("family": "transformer") and a config file its task
 ("task: translation"); everything that dispatches on either (loading weights, `aiayn.load`, the

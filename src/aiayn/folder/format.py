@@ -1,14 +1,17 @@
-"""Self-describing model folders: everything needed to resume, translate, generate or export.
+"""What a model folder holds, and where: its files, its numbered checkpoints, its config.json
+("meta"), and how a fresh folder is written (new_folder). Torch-free: the weights are read and
+written by aiayn.folder.weights, the model built by aiayn.folder.load.
 
     DIR/config.json        {"family": "transformer", "model": {...config fields...}, ...extra}
     DIR/model.safetensors  weights (safetensors: never unpickled)
     DIR/tokenizer.json     the tokenizer, when the family uses one
+    DIR/checkpoints/       numbered weights: checkpoints/step_00001000.safetensors
     DIR/train_state.pt     optimizer / schedule / RNG / data position (training only;
-                           loaded with torch.load(weights_only=True))
+                           loaded with torch.load(weights_only=True); aiayn.folder.checkpoint)
     DIR/metrics.jsonl      one JSON object per logged step
 
-Every file is written atomically (temporary file in the same folder, then os.replace), so a crash
-or Ctrl-C never leaves a half-written file in place of a good one.
+Every file is written atomically (aiayn.folder.files: temporary file in the same folder, then
+os.replace), so a crash or Ctrl-C never leaves a half-written file in place of a good one.
 """
 
 from __future__ import annotations
@@ -21,27 +24,15 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import torch
-from safetensors.torch import load_file, save_file
-from torch import nn
-
 from aiayn.errors import UserError
-from aiayn.files import (  # noqa: F401 (the model folder's file helpers, as they were here)
-    CONFIG_FILE,
-    WEIGHTS_FILE,
-    atomic_path,
-    atomic_write,
-    atomic_write_text,
-    model_folder_around,
-    refuse_inside_model_folder,
-)
-from aiayn.lock import LOCK_FILE, FolderBusy, holder, is_locked, writer_lock
-from aiayn.sizes import check_fits
+from aiayn.folder.files import CONFIG_FILE, refuse_inside_model_folder
+from aiayn.folder.lock import LOCK_FILE, FolderBusy, holder, is_locked, writer_lock
 
 TOKENIZER_FILE = "tokenizer.json"
 EXAMPLE_CHARS = 200  # config.json's "example": an input from the training data, for the explorer
 CHECKPOINT_DIR = "checkpoints"  # numbered weights: checkpoints/step_00001000.safetensors
 _STEP_RE = re.compile(r"^step_(\d+)\.safetensors$")
+
 
 def remove_stale_tmp(folder: str | Path) -> list[Path]:
     """Delete the temporary files a killed writer left (".NAME.XXXX.tmp", in the folder and its
@@ -56,7 +47,8 @@ def remove_stale_tmp(folder: str | Path) -> list[Path]:
 
 
 def folder_contents(folder: str | Path) -> list[Path]:
-    """What a folder holds, without its writer lock file (aiayn.lock), which is not content."""
+    """What a folder holds, without its writer lock file (aiayn.folder.lock), which is not
+    content."""
     return [p for p in Path(folder).iterdir() if p.name != LOCK_FILE]
 
 
@@ -98,10 +90,10 @@ def require_new_folder(out: str | Path) -> Path:
 
 @contextlib.contextmanager
 def new_folder(out: str | Path) -> Iterator[Path]:
-    """Write a fresh model folder `out` in the body, as its one writer (aiayn.lock): checked as
-    require_new_folder does, what an interrupted write left is cleared, and INCOMPLETE_MARKER
-    stays until the body ends without an error. A body that fails before writing anything
-    leaves the folder as it found it (a folder made for it is removed)."""
+    """Write a fresh model folder `out` in the body, as its one writer (aiayn.folder.lock):
+    checked as require_new_folder does, what an interrupted write left is cleared, and
+    INCOMPLETE_MARKER stays until the body ends without an error. A body that fails before
+    writing anything leaves the folder as it found it (a folder made for it is removed)."""
     with writer_lock(out) as out:
         _check_new(out)
         for item in folder_contents(out):
@@ -128,61 +120,6 @@ def list_checkpoints(folder: str | Path) -> list[tuple[int, Path]]:
         return []
     found = [(int(m.group(1)), p) for p in ckpt_dir.iterdir() if (m := _STEP_RE.match(p.name))]
     return sorted(found)
-
-
-def save_weights(model: nn.Module, path: str | Path) -> None:
-    """Weights as safetensors; tied tensors are stored once (safetensors rejects shared storage)."""
-    state, seen = {}, {}
-    for name, tensor in model.state_dict().items():
-        key = (tensor.data_ptr(), tuple(tensor.shape))
-        if key in seen:
-            continue  # a tied copy (e.g. output projection = target embedding)
-        seen[key] = name
-        state[name] = tensor.detach().contiguous().cpu()
-    atomic_write(path, lambda tmp: save_file(state, str(tmp), metadata={"format": "pt"}))
-
-
-def load_weights(model: nn.Module, path: str | Path) -> None:
-    path = Path(path)
-    if not path.is_file():
-        raise UserError(f"{path}: weights file not found")
-    try:
-        state = load_file(str(path))
-    except Exception as e:  # safetensors raises its own error types
-        raise UserError(f"{path}: not a readable safetensors file ({e})") from None
-    expected = model.state_dict()
-    wrong = [(n, tuple(t.shape), tuple(expected[n].shape)) for n, t in state.items()
-             if n in expected and t.shape != expected[n].shape]
-    if wrong:
-        name, got, want = wrong[0]
-        more = f" (and {len(wrong) - 1} more)" if len(wrong) > 1 else ""
-        raise UserError(f"{path}: weights do not match the config: {name} is {got} in the file, "
-                        f"{want} by the config{more}")
-    missing, unexpected = model.load_state_dict(state, strict=False)
-    # Tied parameters were saved once; they are filled through the tie.
-    tied = {n for n in missing if _is_tied(model, n, state)}
-    missing = [n for n in missing if n not in tied]
-    if missing or unexpected:
-        raise UserError(f"{path}: weights do not match the config (missing {missing[:3]}, "
-                        f"unexpected {unexpected[:3]})")
-
-
-def _is_tied(model: nn.Module, name: str, state: dict[str, torch.Tensor]) -> bool:
-    params = dict(model.named_parameters(remove_duplicate=False))
-    if name not in params:
-        return False
-    ptr = params[name].data_ptr()
-    return any(p.data_ptr() == ptr and n in state for n, p in params.items() if n != name)
-
-
-def save_model(folder: str | Path, family: str, model: nn.Module, extra: dict[str, Any] | None = None) -> Path:
-    """Write config.json + model.safetensors for `model` (whose `.config` is a BlockConfig)."""
-    folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
-    meta = {"family": family, "model": model.config.to_dict(), **(extra or {})}
-    save_weights(model, folder / WEIGHTS_FILE)
-    atomic_write_text(folder / CONFIG_FILE, json.dumps(meta, indent=2, sort_keys=True) + "\n")
-    return folder
 
 
 def read_json(path: Path) -> Any:
@@ -212,45 +149,6 @@ def read_meta(folder: str | Path) -> dict[str, Any]:
     return meta
 
 
-def folder_family(folder: str | Path, meta: dict[str, Any] | None = None):
-    """The family-table entry (aiayn.families) of a model folder; an unknown family is an error."""
-    from aiayn.families import FAMILIES
-
-    family = (meta or read_meta(folder))["family"]
-    if family not in FAMILIES:
-        raise UserError(f"{Path(folder) / CONFIG_FILE}: unknown model family {family!r} "
-                        f"(known: {', '.join(sorted(FAMILIES))})")
-    return FAMILIES[family]
-
-
-def load_model(folder: str | Path, device: str | torch.device = "cpu",
-               expect: str | None = None,
-               checkpoint: int | None = None) -> tuple[nn.Module, dict[str, Any]]:
-    """Build the model a folder describes and load its weights. Returns (model in eval mode, meta).
-
-    With `expect` (a family name), a folder of another family is refused before any weights are
-    read, with a message naming what was expected (e.g. "not a language model"). With
-    `checkpoint`, the weights are those of that numbered checkpoint (a training step).
-    """
-    from aiayn.families import FAMILIES
-
-    meta = read_meta(folder)
-    family = folder_family(folder, meta)
-    if expect is not None and family.name != expect:
-        raise UserError(f"{folder}: a {family.name!r} model, not {FAMILIES[expect].what}")
-    folder = Path(folder)
-    try:
-        config = family.config.from_dict(meta["model"])
-    except ValueError as e:
-        raise UserError(f"{folder / CONFIG_FILE}: {e}") from None
-    check_fits(config, str(folder / CONFIG_FILE))
-    model = family.model(config)
-    weights = folder / WEIGHTS_FILE
-    if checkpoint is not None:
-        weights = checkpoint_path(folder, checkpoint)
-        if not weights.is_file():
-            steps = [str(s) for s, _ in list_checkpoints(folder)] or ["none"]
-            raise UserError(f"{weights}: no checkpoint of step {checkpoint} (saved steps: "
-                            f"{', '.join(steps)})")
-    load_weights(model, weights)
-    return model.to(device).eval(), meta
+__all__ = ["CHECKPOINT_DIR", "EXAMPLE_CHARS", "INCOMPLETE_MARKER", "TOKENIZER_FILE",
+           "checkpoint_path", "folder_contents", "list_checkpoints", "new_folder", "read_json",
+           "read_meta", "remove_stale_tmp", "require_new_folder"]

@@ -5,7 +5,7 @@
 Each folder is one `run_table` wrote (runs.py); they must share the plan's settings (scale,
 corpus, budget, dev pairs, overrides, and the corpus's content: its pairs' SHA-256), and no row and seed may be in two of them. The merged
 folder holds every result record (pointing at its run's folder, which stays where it is) and
-the table, figure and plan, as a folder run_table wrote; it has one writer (aiayn.lock).
+the table, figure and plan, as a folder run_table wrote; it has one writer (aiayn.folder.lock).
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from aiayn.errors import UserError
-from aiayn.folder import atomic_write_text
-from aiayn.lock import writer_lock
+from aiayn.folder.files import atomic_write_text
+from aiayn.folder.lock import writer_lock
 from aiayn.table3.plan import PLAN_FILE, SHARED, read_plan, same_setting
 from aiayn.table3.runs import read_results, write_outputs
 

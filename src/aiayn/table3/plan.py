@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from aiayn.errors import UserError
-from aiayn.folder import folder_contents, read_json
+from aiayn.folder.format import folder_contents, read_json
 from aiayn.table3.rows import BASE, SCALES, Row, model_overrides, settings
 
 PLAN_FILE = "table3-plan.json"
@@ -90,7 +90,7 @@ def same_setting(key: str, a: dict[str, Any], b: dict[str, Any]) -> bool:
 def default_updates(scale: str) -> int:
     """The base row's updates when neither budget is given: the scale's config's max_steps (at
     "cpu", what trains the default table in about an hour on 2 cores; at "base", §5.2's 100K)."""
-    from aiayn.training.experiment import CONFIG_DIR, read_config_file
+    from aiayn.config.experiment import CONFIG_DIR, read_config_file
 
     return int(read_config_file(CONFIG_DIR / f"{SCALES[scale].config}.yaml")["train"]["max_steps"])
 
@@ -188,7 +188,7 @@ def nothing_done(out: Path) -> bool:
     runs stopped before their first checkpoint (a new run of the row clears them), no result.
     That is what a start that failed before any row finished leaves (a row's bad setting, a
     full disk, Ctrl-C in the first minutes): the corrected command may start there afresh."""
-    from aiayn.training.checkpoint import _never_checkpointed  # what a new run clears
+    from aiayn.folder.checkpoint import _never_checkpointed  # what a new run clears
 
     if {p.name for p in folder_contents(out)} - {PLAN_FILE, "rows", "results"}:
         return False

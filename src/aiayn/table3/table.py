@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from aiayn.errors import UserError
-from aiayn.folder import atomic_write_text
+from aiayn.folder.files import atomic_write_text
 from aiayn.table3.rows import COLUMNS, ROWS
 
 METRICS = ("bleu", "ppl")

@@ -24,13 +24,14 @@ import torch
 from torch import Tensor
 
 from aiayn.config import Config, _fail
+from aiayn.config.experiment import Experiment, load_experiment
 from aiayn.data.images import ImageCorpus, digits, image_folder, load_image, random_affine
 from aiayn.errors import UserError
-from aiayn.families import FAMILIES
-from aiayn.families import VIT as FAMILY
-from aiayn.folder import load_model, save_model
+from aiayn.folder.families import FAMILIES
+from aiayn.folder.families import VIT as FAMILY
+from aiayn.folder.load import load_model
+from aiayn.folder.weights import save_model
 from aiayn.models.vit import VisionTransformer
-from aiayn.training.experiment import Experiment, load_experiment
 from aiayn.training.losses import classification_loss
 from aiayn.training.run import TrainResult, start_run
 from aiayn.training.stream import BatchStream
@@ -186,7 +187,7 @@ def train(exp: Experiment, resume: bool = False, out: str | Path | None = None,
           say: Callable[[str], None] = print) -> TrainResult:
     """Train a ViT into the folder `out` (or the experiment's). The result holds the test
     accuracy (metrics["test_accuracy"]) when the corpus has test images."""
-    # the run's folder has one writer, this process, until its last save (aiayn.lock)
+    # the run's folder has one writer, this process, until its last save (aiayn.folder.lock)
     with start_run(exp, resume, out, say) as run:
         say, data, train_cfg = run.say, exp.data, exp.train
         corpus = load_image_corpus(data)

@@ -26,8 +26,9 @@ from aiayn.data.batching import collate
 from aiayn.data.special import BOS, EOS, PAD, UNK
 from aiayn.data.tokenizer import Tokenizer
 from aiayn.errors import UserError
-from aiayn.families import TRANSLATION as FAMILY
-from aiayn.folder import load_model, save_model
+from aiayn.folder.families import TRANSLATION as FAMILY
+from aiayn.folder.load import load_model
+from aiayn.folder.weights import save_model
 from aiayn.generation.search import decode_ids
 from aiayn.nn.precision import reduced_precision
 
@@ -298,7 +299,7 @@ def _import_hf(kind: str, folder: str | Path, out: str | Path,
                check_specials: bool = True) -> Translator:
     """The folder of convert/hf_{kind}.py's load_hf_folder, written into `out` by its one writer."""
     from aiayn.convert import hf_bart, hf_marian, hf_t5
-    from aiayn.folder import new_folder, require_new_folder
+    from aiayn.folder.format import new_folder, require_new_folder
 
     load_hf_folder = {"marian": hf_marian, "bart": hf_bart, "t5": hf_t5}[kind].load_hf_folder
     folder, out = Path(folder), require_new_folder(out)

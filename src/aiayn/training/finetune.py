@@ -19,8 +19,8 @@ from typing import Any
 from torch import nn
 
 from aiayn.errors import ConfigError, UserError
-from aiayn.families import FAMILIES
-from aiayn.folder import load_model
+from aiayn.folder.families import FAMILIES
+from aiayn.folder.load import load_model
 
 # The fields a fine-tuning run may set apart from its pretrained model's.
 REGULARISATION = ("dropout", "attn_dropout", "activation_dropout")

@@ -15,7 +15,7 @@ from typing import Any
 
 from aiayn.config.files import load_json
 from aiayn.errors import UserError
-from aiayn.folder import atomic_write_text
+from aiayn.folder.files import atomic_write_text
 
 
 def scalar_tag(key: str) -> str:

@@ -5,7 +5,7 @@
         result = Trainer(model, exp.train, batches, loss_fn, run, family=..., meta=...).fit()
 
 What every task's train() gets from here, the same way:
-  * one writer: rank 0 holds the folder's writer lock (aiayn.lock) from before the folder is
+  * one writer: rank 0 holds the folder's writer lock (aiayn.folder.lock) from before the folder is
     checked until the run's last save (the end of the `with`); a second command writing the same
     folder (another train, a --resume, an average into it) is refused in one line naming this
     one, before it touches anything;
@@ -38,15 +38,15 @@ from typing import Any
 import numpy as np
 import torch
 
+from aiayn.config.experiment import Experiment, require_out
 from aiayn.config.train import TrainConfig
 from aiayn.data.fingerprint import content_of, describe
 from aiayn.errors import UserError
-from aiayn.files import refuse_inside_model_folder
-from aiayn.folder import folder_contents, read_meta
-from aiayn.lock import writer_lock
+from aiayn.folder.checkpoint import TRAIN_STATE_FILE, check_out_folder, mark_started
+from aiayn.folder.files import refuse_inside_model_folder
+from aiayn.folder.format import folder_contents, read_meta
+from aiayn.folder.lock import writer_lock
 from aiayn.training import distributed
-from aiayn.training.checkpoint import TRAIN_STATE_FILE, check_out_folder, mark_started
-from aiayn.training.experiment import Experiment, require_out
 
 CONTENT = "data_content"  # the record's key of the data's fingerprints
 

@@ -20,15 +20,17 @@ from torch import nn
 
 from aiayn.config.train import FINAL_CHECKPOINTS
 from aiayn.errors import UserError, describe_os_error
-from aiayn.folder import WEIGHTS_FILE, atomic_write, checkpoint_path, load_weights, save_model
-from aiayn.training import distributed
-from aiayn.training.checkpoint import (
+from aiayn.folder.checkpoint import (
     load_train_state,
     prune_checkpoints,
     rng_state,
     save_train_state,
     set_rng_state,
 )
+from aiayn.folder.files import WEIGHTS_FILE, atomic_write
+from aiayn.folder.format import checkpoint_path
+from aiayn.folder.weights import load_weights, save_model
+from aiayn.training import distributed
 from aiayn.training.run import seed_everything
 
 

@@ -28,8 +28,8 @@ import numpy as np
 import torch
 
 from aiayn.errors import UserError
-from aiayn.families import ENCODER, FAMILIES, LANGUAGE_MODEL, TRANSLATION, VIT
-from aiayn.folder import folder_family
+from aiayn.folder.families import ENCODER, FAMILIES, LANGUAGE_MODEL, TRANSLATION, VIT
+from aiayn.folder.load import folder_family
 from aiayn.viz.attention import AttentionMaps, attention_maps
 
 
@@ -77,7 +77,7 @@ class Inspector:
              **engine_options: Any) -> Inspector:
         """engine="ctranslate2": a translation folder's translations are decoded by
         CTranslate2 (Translator.load's engine), their attention drawn by the PyTorch model."""
-        from aiayn.api import load
+        from aiayn.folder.load import load
         family = folder_family(folder).name  # checked before loading weights
         if engine != "torch" and family != TRANSLATION:
             raise UserError(f"--engine {engine}: for translation folders only, not {family!r}")

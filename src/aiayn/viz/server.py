@@ -30,8 +30,8 @@ from flask import Flask, jsonify, request, send_from_directory
 from werkzeug.exceptions import HTTPException
 
 from aiayn.errors import UserError
-from aiayn.families import ENCODER, LANGUAGE_MODEL, TRANSLATION, VIT
-from aiayn.folder import folder_family
+from aiayn.folder.families import ENCODER, LANGUAGE_MODEL, TRANSLATION, VIT
+from aiayn.folder.load import folder_family
 from aiayn.viz.inspect import Inspector
 
 STATIC = Path(__file__).parent / "static"

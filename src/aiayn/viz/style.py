@@ -15,7 +15,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from aiayn.errors import UserError
-from aiayn.folder import atomic_path
+from aiayn.folder.files import atomic_path
 from aiayn.viz import FORMATS
 
 DPI = 110
