@@ -22,6 +22,7 @@ from dataclasses import dataclass, field, fields
 import torch
 from torch import Tensor
 
+from aiayn.data.mlm import IGNORE_INDEX
 from aiayn.data.special import BOS, EOS, PAD
 from aiayn.errors import UserError
 
@@ -72,6 +73,9 @@ class Batch:
     tgt_count        the non-pad tokens of tgt_out, counted on the host when collated (None:
                      counted from tgt_out when asked), so that a trainer knows them without
                      waiting for a GPU
+    tgt_index (N,)   where they are: flat indices into tgt_out.view(-1), found on the host when
+                     collated and moved with the batch, so that a loss projects those rows
+                     alone without asking the GPU where they are (None: not found; padded())
     """
 
     src: Tensor
@@ -79,17 +83,34 @@ class Batch:
     tgt_out: Tensor
     pad_id: int = PAD
     tgt_count: int | None = field(default=None, repr=False)
+    tgt_index: Tensor | None = field(default=None, repr=False)
+
+    def _map(self, fn) -> Batch:
+        """The batch with `fn` applied to each of its tensors."""
+        index = None if self.tgt_index is None else fn(self.tgt_index)
+        return Batch(fn(self.src), fn(self.tgt_in), fn(self.tgt_out), self.pad_id,
+                     self.tgt_count, index)
 
     def pin_memory(self) -> Batch:
         """The batch in page-locked memory, from which a copy to a GPU can overlap compute."""
-        return Batch(self.src.pin_memory(), self.tgt_in.pin_memory(), self.tgt_out.pin_memory(),
-                     self.pad_id, self.tgt_count)
+        return self._map(Tensor.pin_memory)
 
     def to(self, device: torch.device | str, non_blocking: bool = False) -> Batch:
-        return Batch(self.src.to(device, non_blocking=non_blocking),
-                     self.tgt_in.to(device, non_blocking=non_blocking),
-                     self.tgt_out.to(device, non_blocking=non_blocking), self.pad_id,
-                     self.tgt_count)
+        return self._map(lambda t: t.to(device, non_blocking=non_blocking))
+
+    def padded(self, multiple: int) -> Batch:
+        """The batch with its source and target lengths padded up to a multiple of `multiple`
+        (pad_id columns), so that a compiled model sees a bounded set of shapes (train.
+        pad_to_multiple); without tgt_index, whose length would vary with every batch: a loss
+        then masks the padding instead. The same batch when `multiple` is 1."""
+        if multiple <= 1:
+            return self
+        s_len, t_len = self.src.shape[1], self.tgt_out.shape[1]
+        grow = (-s_len % multiple, -t_len % multiple)
+        src, tgt_in, tgt_out = (torch.nn.functional.pad(t, (0, n), value=self.pad_id)
+                                for t, n in ((self.src, grow[0]), (self.tgt_in, grow[1]),
+                                             (self.tgt_out, grow[1])))
+        return Batch(src, tgt_in, tgt_out, self.pad_id, self.tgt_count)
 
     def __len__(self) -> int:
         return self.src.size(0)
@@ -107,8 +128,33 @@ class Batch:
 
     def __repr__(self) -> str:
         shapes = ", ".join(f"{f.name}={tuple(getattr(self, f.name).shape)}"
-                           for f in fields(self) if f.name not in ("pad_id", "tgt_count"))
+                           for f in fields(self) if f.name not in ("pad_id", "tgt_count", "tgt_index"))
         return f"Batch({shapes}, n_tgt_tokens={self.n_tgt_tokens})"
+
+
+@dataclass
+class MaskedTokens:
+    """A masked-LM batch (data/mlm.py): corrupted ids (B, T), labels (B, T) (IGNORE_INDEX where
+    nothing is predicted), and where the predicted positions are, as Batch says its targets:
+    flat indices (N,) into labels.view(-1) and their count, found on the host (of_labels)."""
+
+    inputs: Tensor
+    labels: Tensor
+    index: Tensor
+    tgt_count: int
+
+    @classmethod
+    def of_labels(cls, inputs: Tensor, labels: Tensor) -> MaskedTokens:
+        index = (labels.reshape(-1) != IGNORE_INDEX).nonzero().view(-1)  # (N,) row-major
+        return cls(inputs, labels, index, len(index))
+
+    def pin_memory(self) -> MaskedTokens:
+        return MaskedTokens(self.inputs.pin_memory(), self.labels.pin_memory(),
+                            self.index.pin_memory(), self.tgt_count)
+
+    def to(self, device: torch.device | str, non_blocking: bool = False) -> MaskedTokens:
+        return MaskedTokens(*(t.to(device, non_blocking=non_blocking)
+                              for t in (self.inputs, self.labels, self.index)), self.tgt_count)
 
 
 def pad_ids(seqs: Sequence[Sequence[int]], pad_id: int = PAD) -> torch.Tensor:
@@ -123,7 +169,7 @@ def pad_ids(seqs: Sequence[Sequence[int]], pad_id: int = PAD) -> torch.Tensor:
 def collate(pairs_ids: Sequence[tuple[Sequence[int], Sequence[int]]], pad_id: int = PAD,
             bos_id: int = BOS, eos_id: int = EOS) -> Batch:
     """Pad a list of (source ids, target ids) into a Batch (ids without <s>/</s>), its target
-    tokens counted here, on the host."""
+    tokens counted and located here, on the host."""
     if not pairs_ids:
         raise UserError("collate: cannot build a batch from no examples")
     s_len = max(len(src) for src, _ in pairs_ids)
@@ -135,4 +181,5 @@ def collate(pairs_ids: Sequence[tuple[Sequence[int], Sequence[int]]], pad_id: in
                           dtype=torch.long)  # (B, T)
     tgt_out = torch.tensor([[*t, eos_id, *[pad_id] * (t_len - 1 - len(t))] for _, t in pairs_ids],
                            dtype=torch.long)  # (B, T)
-    return Batch(src, tgt_in, tgt_out, pad_id, int((tgt_out != pad_id).sum()))
+    index = (tgt_out.view(-1) != pad_id).nonzero().view(-1)  # (N,) row-major
+    return Batch(src, tgt_in, tgt_out, pad_id, len(index), index)

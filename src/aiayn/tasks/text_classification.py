@@ -35,8 +35,8 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from aiayn.config import Config, _fail
-from aiayn.data.batching import pad_ids
-from aiayn.data.mlm import IGNORE_INDEX, mask_tokens
+from aiayn.data.batching import MaskedTokens, pad_ids
+from aiayn.data.mlm import mask_tokens
 from aiayn.data.special import BOS, EOS, PAD, UNK
 from aiayn.data.tokenizer import Tokenizer
 from aiayn.errors import UserError
@@ -134,7 +134,7 @@ def _label_names(splits: dict[str, list[Example]], data: ClassifyDataConfig) -> 
 
 # -- batches -------------------------------------------------------------------------------------
 
-Corrupt = Callable[[Tensor, torch.Generator], tuple[Tensor, Tensor]]
+Corrupt = Callable[[Tensor, torch.Generator], "tuple[Tensor, Tensor] | MaskedTokens"]
 
 
 def text_batches(ids: list[list[int]], labels: Tensor | None, batch_size: int, seed: int,
@@ -146,7 +146,7 @@ def text_batches(ids: list[list[int]], labels: Tensor | None, batch_size: int, s
         order = torch.randperm(len(ids), generator=torch.Generator().manual_seed(seed + epoch))
         return [(epoch, i, idx) for i, idx in enumerate(order.split(batch_size))]
 
-    def collate(item: tuple[int, int, Tensor]) -> tuple[Tensor, Tensor]:
+    def collate(item: tuple[int, int, Tensor]) -> tuple[Tensor, Tensor] | MaskedTokens:
         epoch, i, idx = item
         x = pad_ids([ids[j] for j in idx.tolist()], pad_id)
         if corrupt is not None:
@@ -169,15 +169,19 @@ def text_classification_loss(model, batch: tuple[Tensor, Tensor], label_smoothin
     return classification_loss(model.classify(ids), labels, label_smoothing)
 
 
-def masked_lm_loss(model, batch: tuple[Tensor, Tensor]):
+def masked_lm_loss(model, batch: MaskedTokens | tuple[Tensor, Tensor]):
     """Summed cross-entropy over the chosen positions only. The vocabulary projection is applied
-    to those positions alone (~15% of them): the same loss as ``mlm_loss`` on all logits."""
-    inputs, labels = (t.to(_device(model)) for t in batch)
-    chosen = labels != IGNORE_INDEX
-    logits = model.mlm(model(inputs)[chosen])  # (n, V)
-    loss = F.cross_entropy(logits.float(), labels[chosen], reduction="sum")
-    n = int(chosen.sum())
-    return loss, n, {"accuracy": (logits.argmax(-1) == labels[chosen]).sum().item()}
+    to those positions alone (~15% of them): the same loss as ``mlm_loss`` on all logits. They
+    are found on the host (MaskedTokens; from a tuple, here): the count a shape, the accuracy a
+    tensor, nothing read from a GPU."""
+    if isinstance(batch, (tuple, list)):
+        batch = MaskedTokens.of_labels(*batch)
+    batch = batch.to(_device(model))
+    width, index = batch.inputs.shape[1], batch.index
+    logits = model.mlm(model(batch.inputs)[index // width, index % width])  # (N, V)
+    target = batch.labels.reshape(-1)[index]
+    loss = F.cross_entropy(logits.float(), target, reduction="sum")
+    return loss, len(target), {"accuracy": (logits.argmax(-1) == target).sum()}
 
 
 # -- the user-facing object ----------------------------------------------------------------------
@@ -331,8 +335,8 @@ def _pretrain(enc: TextEncoder, ids: list[list[int]], run: Run, exp: Experiment)
     special = [enc.special[k] for k in ("pad", "cls", "sep", "unk") if k in enc.special]
     vocab = enc.model.config.vocab_size
     stream = text_batches(ids, None, data.batch_size, train.seed, enc.special["pad"],
-                          corrupt=lambda x, g: mask_tokens(x, enc.special["mask"], vocab, special, g,
-                                                           rate=data.mlm_rate))
+                          corrupt=lambda x, g: MaskedTokens.of_labels(*mask_tokens(
+                              x, enc.special["mask"], vocab, special, g, rate=data.mlm_rate)))
     cfg = train.replace(max_steps=data.mlm_steps, eval_every=0, max_minutes=None)
     run.say(f"masked-LM pretraining: {data.mlm_steps} steps into {folder}")
     meta = {**enc.meta, "task": "masked-lm", "special_ids": enc.special, "labels": []}
