@@ -191,3 +191,39 @@ def test_config_task_names_the_task_of_a_config(tmp_path):
     with pytest.raises(UserError, match=r"bad.yaml: task='lm': unknown task; choose one of "
                                         r"translation, language_model"):
         config_task(bad)
+
+
+class _Started(Exception):
+    """Raised by the stand-in for a task's train(): the experiment reached the Trainer's door."""
+
+
+@pytest.mark.parametrize("task, text", [
+    ("translation", "model: {preset: tiny}\ndata: {corpus: dates-numbers}\n"),
+    ("language_model", "task: language_model\nmodel: {preset: tiny}\n"
+                       "data: {corpus: python-stdlib}\n"),
+])
+def test_aiayn_train_reads_its_config_once(tmp_path, monkeypatch, task, text):
+    """`aiayn train CONFIG` reads CONFIG to learn its task, then loads the experiment from what
+    it read: each file (the config, the task's recipe) is parsed once on the way to train()."""
+    from aiayn import cli
+    from aiayn.config import experiment
+
+    path = tmp_path / "exp.yaml"
+    path.write_text(text)
+    reads, read = [], experiment.read_config_file
+    monkeypatch.setattr(experiment, "read_config_file",
+                        lambda p: reads.append(str(p)) or read(p))
+    started = []
+
+    def train(exp, **_):
+        started.append(exp)
+        raise _Started
+
+    monkeypatch.setattr(importlib.import_module(f"aiayn.tasks.{task}"), "train", train)
+    with pytest.raises(_Started):
+        cli.main(["train", str(path), "train.max_steps=3", "--out", str(tmp_path / "run")])
+    recipe = task_family(task).recipe
+    assert sorted(reads) == sorted([str(path), *([str(CONFIG_DIR / f"{recipe}.yaml")]
+                                                 if recipe else [])])
+    (exp,) = started
+    assert exp.task.task == task and exp.train.max_steps == 3 and exp.source == str(path)
