@@ -238,9 +238,6 @@ def _train(args: argparse.Namespace) -> int:
     if args.config == "auto":  # a recipe chosen for the corpus and --minutes
         from aiayn.cli.auto import train_auto
         return train_auto(args, split_overrides(args))
-    if args.corpus is not None or args.minutes is not None:
-        raise UserError("--corpus and --minutes go with `aiayn train auto` (or set data.* and "
-                        "train.max_minutes in a config)")
     task = config_task_of(args)  # a config of another task: that task's command trains it
     if task != "translation":
         if args.text:
@@ -250,6 +247,9 @@ def _train(args: argparse.Namespace) -> int:
         return train_as(task, args)
 
     overrides = split_overrides(args)
+    if args.corpus is not None or args.minutes is not None:
+        raise UserError("--corpus and --minutes go with `aiayn train auto` (or set data.* and "
+                        "train.max_minutes in a config)")
     if args.config is None:
         raise UserError("give a CONFIG: a file, a built-in config (`aiayn configs`) or a preset")
     text = {"text": list(args.text), "corpus": None, "corpus_dir": None, "train_src": None,

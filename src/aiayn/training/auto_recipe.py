@@ -257,7 +257,7 @@ def check(facts: CorpusFacts, budget: Budget) -> None:
     need = epoch_minutes(facts, budget)
     if budget.minutes < need:
         raise UserError(f"--minutes {budget.minutes:g} is too short: one pass over the "
-                        f"{facts.pairs:,} pairs takes about {need:.2g} minutes with the smallest "
+                        f"{facts.pairs:,} pairs takes about {need:.{1 if need < 10 else 0}f} minutes with the smallest "
                         f"model on {budget.describe().split(' on ')[1]}; give --minutes "
                         f"{math.ceil(need * 10) / 10:g} or more")
 

@@ -1,0 +1,87 @@
+"""`aiayn train auto`: prints its choice and why, trains it, leaves it in the model folder as an
+ordinary config that resumes; bad input is one line, exit 2, no traceback."""
+
+import pytest
+import yaml
+
+from tests.builders import digit_pairs, run, write_pairs
+
+QUICK = ["train.max_steps=12", "train.threads=1", "train.progress=false",
+         "train.tensorboard=false", "train.save_every=6", "train.eval_every=0"]
+
+
+@pytest.fixture
+def corpus(tmp_path):
+    folder = tmp_path / "corpus"
+    folder.mkdir()
+    write_pairs(digit_pairs(1100, 1), folder / "train.src", folder / "train.tgt")
+    return folder
+
+
+@pytest.mark.slow
+def test_train_auto_chooses_trains_writes_its_config_and_resumes(corpus, tmp_path, capsys):
+    out = tmp_path / "m"
+    code, text, err = run(capsys, "train", "auto", "--corpus", corpus, "--minutes", 2,
+                          "--out", out, *QUICK)
+    assert code == 0, err
+    why = [line for line in text.splitlines() if line.startswith("auto: ")]
+    assert len(why) == 6 and "1,078 pairs" in why[0] and "vocabulary 1,000 BPE" in why[1]
+    assert "trained 12 steps" in text
+    written = yaml.safe_load((out / "auto.yaml").read_text(encoding="utf-8"))
+    assert written["model"]["d_model"] == 128 and written["data"]["vocab_size"] == 1000
+    assert written["data"]["corpus_dir"] == str(corpus.resolve())
+    assert written["train"]["max_steps"] == 12 and written["train"]["max_minutes"] == 2
+    # the written config is an ordinary one: it resumes the run (train.* may change) ...
+    code, text, err = run(capsys, "train", out / "auto.yaml", "--resume", "train.max_steps=18")
+    assert code == 0, err
+    assert "trained 18 steps" in text
+    # ... and so does the same command, which chooses the same recipe again
+    code, text, err = run(capsys, "train", "auto", "--corpus", corpus, "--minutes", 2,
+                          "--out", out, "--resume", *QUICK[1:], "train.max_steps=20")
+    assert code == 0, err
+    assert "trained 20 steps" in text
+
+
+def test_train_auto_reads_data_files_given_as_overrides(tmp_path, capsys, monkeypatch):
+    """data.train_src / data.train_tgt name the corpus; the choice is printed before training
+    (which fails here on an impossible out folder, leaving no config behind)."""
+    write_pairs(digit_pairs(1100, 1), tmp_path / "a.src", tmp_path / "a.tgt")
+    (tmp_path / "file").write_text("x")
+    code, text, err = run(capsys, "train", "auto", "--minutes", 2, "--out", tmp_path / "file" / "m",
+                          f"data.train_src={tmp_path / 'a.src'}",
+                          f"data.train_tgt={tmp_path / 'a.tgt'}", *QUICK)
+    assert "auto: model xs" in text and code != 0
+    assert not (tmp_path / "file" / "m").exists()
+
+
+@pytest.mark.parametrize("case, words", [
+    ("small", ["500 training pairs", "needs 1,000"]),
+    ("misaligned", ["mismatched line counts", "train.src has 1100 lines", "train.tgt has 1099"]),
+    ("short", ["--minutes 0.001 is too short", "give --minutes"]),
+    ("no corpus", ["needs a corpus"]),
+    ("no minutes", ["needs --minutes"]),
+    ("not a corpus", ["no train.src and train.tgt"]),
+    ("without auto", ["--corpus and --minutes go with `aiayn train auto`"]),
+])
+def test_bad_input_is_one_line_exit_2(case, words, corpus, tmp_path, capsys):
+    args = ["train", "auto", "--corpus", corpus, "--minutes", 30, "--out", tmp_path / "m", *QUICK]
+    if case == "small":
+        write_pairs(digit_pairs(510, 1), corpus / "train.src", corpus / "train.tgt")
+    elif case == "misaligned":
+        lines = (corpus / "train.tgt").read_text(encoding="utf-8").splitlines(True)
+        (corpus / "train.tgt").write_text("".join(lines[:-1]), encoding="utf-8")
+    elif case == "short":
+        args[5] = 0.001
+    elif case == "no corpus":
+        args[2:4] = []
+    elif case == "no minutes":
+        args[4:6] = []
+    elif case == "not a corpus":
+        args[3] = tmp_path
+    else:
+        args[1] = "demo"
+    code, out, err = run(capsys, *args)
+    assert code == 2 and "Traceback" not in err
+    message = [line for line in err.splitlines() if line.strip()]
+    assert len(message) == 1 and all(w in message[0] for w in words), err
+    assert not (tmp_path / "m").exists()

@@ -1,0 +1,101 @@
+"""The rule of `aiayn train auto` (training/auto_recipe.py): deterministic, monotone in the corpus
+and the budget, an ordinary config, and one-line refusals."""
+
+import pytest
+
+from aiayn.errors import UserError
+from aiayn.tasks.translation import experiment
+from aiayn.training.auto_recipe import SHAPES, Budget, CorpusFacts, facts_of, plan
+
+ORDER = [s[0] for s in SHAPES]
+PAIRS = [1_000, 3_000, 5_000, 10_000, 20_000, 40_000, 80_000, 160_000, 500_000, 2_000_000]
+MINUTES = [15, 30, 60, 120, 240, 1_000, 10_000]
+
+
+def facts(pairs):
+    return CorpusFacts(pairs, 7.0, 7.5, 18, 19, 120, "en", "de")
+
+
+def accepted(pairs, budgets):
+    """The plans of the budgets that are long enough for one pass; a refused budget is never
+    longer than an accepted one."""
+    out = []
+    for budget in budgets:
+        try:
+            out.append(plan(facts(pairs), budget))
+        except UserError as e:
+            assert not out and "too short" in str(e)
+    return out
+
+
+def size(recipe):
+    return ORDER.index(recipe.shape), recipe.data["vocab_size"]
+
+
+def test_the_rule_is_deterministic():
+    assert plan(facts(20_000), Budget(60)) == plan(facts(20_000), Budget(60))
+
+
+@pytest.mark.parametrize("budget", [Budget(m, "cpu", t) for m in MINUTES for t in (1, 2, 8)]
+                         + [Budget(m, "cuda") for m in (15, 60)], ids=str)
+def test_a_bigger_corpus_never_gets_a_smaller_model_or_vocabulary(budget):
+    recipes, refused = [], []
+    for pairs in PAIRS:  # a corpus too big for one pass in the budget: refused, and all bigger
+        try:
+            recipes.append(plan(facts(pairs), budget))
+            assert not refused
+        except UserError as e:
+            refused.append("too short" in str(e))
+    assert len(recipes) >= 5 and all(refused)
+    for small, big in zip(recipes, recipes[1:], strict=False):
+        assert size(big) >= size(small)
+        assert big.model["d_model"] >= small.model["d_model"]
+        assert big.train["max_tokens"] >= small.train["max_tokens"]
+
+
+@pytest.mark.parametrize("pairs", PAIRS)
+def test_more_minutes_never_give_a_smaller_model_nor_fewer_updates_of_one_model(pairs):
+    recipes = accepted(pairs, [Budget(m) for m in MINUTES])
+    assert recipes
+    for short, long in zip(recipes, recipes[1:], strict=False):
+        assert ORDER.index(long.shape) >= ORDER.index(short.shape)
+        assert long.model["dropout"] >= short.model["dropout"] or long.shape != short.shape
+        if long.shape == short.shape:  # a bigger model trades updates for capacity
+            assert long.planned_updates > short.planned_updates
+
+
+def test_small_corpora_get_the_low_resource_settings_and_large_ones_the_papers_direction():
+    small, large = plan(facts(5_000), Budget(60)), plan(facts(2_000_000), Budget(10_000))
+    assert small.data["vocab_size"] == 2000 and small.model["dropout"] == 0.3
+    assert small.model["d_model"] <= 256 and small.train["max_tokens"] <= 2000
+    assert large.shape == "base" and large.data["vocab_size"] > 8000
+    # under one pass over the data, dropout only slows learning (Table 3 at the CPU scale)
+    assert plan(facts(500_000), Budget(60)).model["dropout"] <= 0.05
+
+
+def test_the_recipe_is_an_ordinary_translation_config(tmp_path):
+    recipe = plan(facts(20_000), Budget(60))
+    config = recipe.config(str(tmp_path / "m"))
+    config["data"]["corpus"] = "gettext"
+    exp = experiment(config)
+    assert exp.train.max_minutes == 60 and exp.data.vocab_size == recipe.data["vocab_size"]
+    assert exp.model_config(vocab_size=4000, pad_id=0).d_model == recipe.model["d_model"]
+    assert len(recipe.reasons) == 6 and all("\n" not in r for r in recipe.reasons)
+
+
+def test_facts_of_pairs():
+    pairs = [("a b", "x"), ("a b c d", "y z")] * 10
+    f = facts_of(pairs, "en", "de")
+    assert (f.pairs, f.src_mean, f.tgt_mean, f.src_p95, f.tgt_p95) == (20, 3.0, 1.5, 4, 2)
+    assert f.chars == len(set("ab cdxyz"))
+
+
+@pytest.mark.parametrize("pairs, minutes, words", [
+    (300, 60, ["300 training pairs", "needs 1,000"]),
+    (2_000_000, 1, ["--minutes 1 is too short", "2,000,000 pairs", "give --minutes"]),
+    (20_000, 0, ["--minutes 0", "positive"]),
+])
+def test_refusals_are_one_line_with_the_figures(pairs, minutes, words):
+    with pytest.raises(UserError) as e:
+        plan(facts(pairs), Budget(minutes))
+    assert "\n" not in str(e.value) and all(w in str(e.value) for w in words)
