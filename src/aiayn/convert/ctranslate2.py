@@ -54,6 +54,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from aiayn.config import options
 from aiayn.errors import UserError
 from aiayn.families import TRANSLATION
 from aiayn.folder import TOKENIZER_FILE, checkpoint_path, load_model, new_folder, require_new_folder
@@ -79,26 +80,9 @@ _ACTIVATIONS = {"relu": "RELU", "gelu": "GELU", "gelu_tanh": "GELUTanh", "silu":
 
 
 def check_expressible(cfg, meta: dict[str, Any], where: str) -> None:
-    """A UserError naming the first option of the model (config.json's `model`) or folder that
-    the CTranslate2 export cannot express."""
-    if cfg.value_dim is not None and cfg.value_dim != cfg.d_k:
-        raise UserError(f"{where}: model.value_dim={cfg.value_dim} (d_v apart from d_k "
-                        f"{cfg.d_k}): CTranslate2's heads have one width")
-    if cfg.positions == "none" and not cfg.relative_attention_num_buckets:
-        raise UserError(f"{where}: model.positions='none': the CTranslate2 export needs "
-                        "sinusoidal or learned positions, or T5's relative position bias")
-    if cfg.positions != "none" and cfg.relative_attention_num_buckets:
-        raise UserError(f"{where}: model.positions={cfg.positions!r} with T5's relative position "
-                        "bias: CTranslate2 has one or the other")
-    if cfg.final_norm and not cfg.norm_first:
-        raise UserError(f"{where}: model.final_norm=True with post-norm: CTranslate2 has a final "
-                        "LayerNorm only in pre-norm stacks")
-    if cfg.activation not in _ACTIVATIONS:
-        raise UserError(f"{where}: model.activation={cfg.activation!r}: CTranslate2 has "
-                        f"{', '.join(_ACTIVATIONS)}")
-    if not cfg.n_encoder_layers or not cfg.n_decoder_layers:
-        raise UserError(f"{where}: {cfg.n_encoder_layers}+{cfg.n_decoder_layers} layers: the "
-                        "CTranslate2 export needs an encoder and a decoder")
+    """A UserError naming the first option of the model (config.json's `model`) that the
+    CTranslate2 export cannot express (aiayn.config.options, column "ctranslate2")."""
+    options.check_expressible(cfg, "ctranslate2", where)
 
 
 def vocabulary(tokenizer, rows: int) -> list[str]:

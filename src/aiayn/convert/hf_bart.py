@@ -33,26 +33,18 @@ import torch
 from torch import Tensor
 
 from aiayn.config import TransformerConfig
+from aiayn.config.options import check_expressible
 from aiayn.convert import TO_HF_ACTIVATION, activation_from_hf, read_hf_folder, require_model_type
-from aiayn.convert.hf_marian import _parameter_names
 from aiayn.convert.hf_marian import generation_from_hf as marian_generation
 from aiayn.convert.hf_original import KEY, keep
-from aiayn.convert.hf_seq2seq import check_shape, from_hf_weights, to_hf_weights, weight_getter
-from aiayn.data.special import BOS, EOS, PAD
+from aiayn.convert.hf_seq2seq import from_hf_weights, layer_names, to_hf_weights, weight_getter
+from aiayn.data.special import BOS, EOS
 from aiayn.errors import UserError
 from aiayn.folder import read_json
 from aiayn.models.transformer import Transformer
 from aiayn.sizes import check_fits
 
 OFFSET = 2  # BartLearnedPositionalEmbedding.offset: rows of the position table before position 0
-# TransformerConfig option -> BART's value
-_BART_SHAPE = {"norm_first": False, "final_norm": False, "positions": "learned",
-               "position_offset": OFFSET, "embedding_norm": True, "share_embeddings": True,
-               "bias": True, "output_bias": True, "layer_norm_eps": 1e-5,
-               # T5's options (convert/hf_t5.py): BART has none of them
-               "relative_attention_num_buckets": 0, "norm": "layer_norm", "scale_attention": True,
-               "gated_ffn": False, "tie_output": True, "scale_output": False, "head_dim": None,
-               "value_dim": None}
 # Keys of older BART config.json files (and mBART's) that asked for what aiayn does not have ->
 # BART's own value; another value is refused, naming the key.
 _LEGACY = {"normalize_before": False, "add_final_layer_norm": False, "normalize_embedding": True,
@@ -77,7 +69,7 @@ def is_bart(config: TransformerConfig) -> bool:
 def config_to_hf(config: TransformerConfig) -> dict[str, Any]:
     """The BartConfig (as config.json) of a translation model; a UserError naming the first
     option BART does not have. aiayn's special ids; an imported model's own replace them."""
-    check_shape(config, _BART_SHAPE, "BART", "BartForConditionalGeneration")
+    check_expressible(config, "bart")  # aiayn.config.options, column "bart"
     return {"architectures": ["BartForConditionalGeneration"], "model_type": "bart",
             "vocab_size": config.vocab_size, "d_model": config.d_model,
             "encoder_layers": config.n_encoder_layers, "decoder_layers": config.n_decoder_layers,
@@ -87,7 +79,7 @@ def config_to_hf(config: TransformerConfig) -> dict[str, Any]:
             "dropout": config.dropout, "attention_dropout": config.attn_dropout,
             "activation_dropout": config.activation_dropout,
             "max_position_embeddings": config.max_len, "scale_embedding": config.scale_embeddings,
-            "tie_word_embeddings": True, "pad_token_id": PAD, "bos_token_id": BOS,
+            "tie_word_embeddings": True, "pad_token_id": config.pad_id, "bos_token_id": BOS,
             "eos_token_id": EOS, "decoder_start_token_id": BOS, "forced_eos_token_id": EOS,
             "is_encoder_decoder": True, "init_std": 0.02}
 
@@ -106,7 +98,7 @@ def to_hf_state_dict(model: Transformer) -> dict[str, Tensor]:
     """The model's weights under BartForConditionalGeneration's names."""
     return to_hf_weights(model, ("model.shared.weight", "model.encoder.embed_tokens.weight",
                                  "model.decoder.embed_tokens.weight", "lm_head.weight"),
-                         [*_embedding_names(), *_parameter_names(model.config)],
+                         [*_embedding_names(), *layer_names(model.config)],
                          extra={"final_logits_bias": model.output.bias.detach().float()[None, :]})
 
 
@@ -168,7 +160,7 @@ def from_hf_state_dict(state: dict[str, Tensor], config: TransformerConfig,
         get("model.shared.weight")  # raises, naming it
     bias = state.get("final_logits_bias")  # absent: transformers' zeros
     bias = torch.zeros(config.vocab_size) if bias is None else bias.float().reshape(-1)
-    return from_hf_weights(get, shared, [*_embedding_names(), *_parameter_names(config)],
+    return from_hf_weights(get, shared, [*_embedding_names(), *layer_names(config)],
                            extra={"output.bias": bias})
 
 

@@ -37,6 +37,7 @@ import torch
 from torch import Tensor
 
 from aiayn.config import TransformerConfig
+from aiayn.config.options import check_expressible
 from aiayn.convert import (
     TO_HF_ACTIVATION,
     activation_from_hf,
@@ -45,27 +46,24 @@ from aiayn.convert import (
     weights_path,
 )
 from aiayn.convert.hf_original import KEY, keep
-from aiayn.convert.hf_seq2seq import check_shape, from_hf_weights, to_hf_weights, weight_getter
+from aiayn.convert.hf_seq2seq import (
+    from_hf_weights,
+    layer_names,
+    to_hf_weights,
+    tokenizer_config,
+    weight_getter,
+)
 from aiayn.data.special import BOS, EOS, PAD, SPECIAL_TOKENS, UNK_TOKEN
 from aiayn.errors import UserError
 from aiayn.folder import read_json
 from aiayn.models.transformer import Transformer
 from aiayn.sizes import check_fits
 
-# TransformerConfig option -> Marian's value
-_MARIAN_SHAPE = {"norm_first": False, "final_norm": False, "positions": "sinusoidal",
-                 "share_embeddings": True, "bias": True, "layer_norm_eps": 1e-5,
-                 "norm": "layer_norm", "scale_attention": True, "gated_ffn": False,
-                 "tie_output": True, "scale_output": False, "head_dim": None,
-                 "value_dim": None}
-
 
 def config_to_hf(config: TransformerConfig) -> dict[str, Any]:
     """The MarianConfig (as config.json) of a translation model; a UserError naming the first
-    option Marian does not have."""
-    check_shape(config, _MARIAN_SHAPE, "Marian", "MarianMTModel")
-    if config.d_model % 2:
-        raise UserError(f"model.d_model={config.d_model}: Marian's positions need an even d_model")
+    option Marian does not have (aiayn.config.options, column "marian")."""
+    check_expressible(config, "marian")
     return {"architectures": ["MarianMTModel"], "model_type": "marian",
             "vocab_size": config.vocab_size, "decoder_vocab_size": config.vocab_size,
             "d_model": config.d_model, "encoder_layers": config.n_encoder_layers,
@@ -74,10 +72,10 @@ def config_to_hf(config: TransformerConfig) -> dict[str, Any]:
             "encoder_ffn_dim": config.d_ff, "decoder_ffn_dim": config.d_ff,
             "activation_function": TO_HF_ACTIVATION[config.activation],
             "dropout": config.dropout, "attention_dropout": config.attn_dropout,
-            "activation_dropout": 0.0, "max_position_embeddings": config.max_len,
+            "activation_dropout": config.activation_dropout, "max_position_embeddings": config.max_len,
             "scale_embedding": config.scale_embeddings,
             "share_encoder_decoder_embeddings": True, "tie_word_embeddings": True,
-            "pad_token_id": PAD, "eos_token_id": EOS, "bos_token_id": BOS,
+            "pad_token_id": config.pad_id, "eos_token_id": EOS, "bos_token_id": BOS,
             "decoder_start_token_id": BOS, "forced_eos_token_id": EOS,
             "is_encoder_decoder": True, "init_std": 0.02}
 
@@ -88,45 +86,18 @@ def position_permutation(d_model: int) -> Tensor:
 
 
 def _renumbered(perm: Tensor) -> Callable[[Tensor, str], Tensor]:
-    """The d_model dimensions of a tensor renumbered by `perm`, as _parameter_names' `how` says."""
+    """The d_model dimensions of a tensor renumbered by `perm`, as layer_names' `how` says."""
     def renumber(value: Tensor, how: str) -> Tensor:
         return value[:, perm] if how == "reads" else value[perm] if how == "writes" else value
 
     return renumber
 
 
-def _parameter_names(config: TransformerConfig) -> list[tuple[str, str, str]]:
-    """(aiayn name, Marian name, how d_model is laid out in it) of every layer parameter; how:
-    "reads" (a Linear reading the residual stream: its columns), "writes" (a Linear, bias or
-    LayerNorm writing it: its rows) or "none" (inside a sublayer: untouched)."""
-    names = []
-    attention = {"encoder": [("self_attn", "self_attn", "attn_residual")],
-                 "decoder": [("self_attn", "self_attn", "self_residual"),
-                             ("cross_attn", "encoder_attn", "cross_residual")]}
-    for side, n_layers in (("encoder", config.n_encoder_layers),
-                           ("decoder", config.n_decoder_layers)):
-        for i in range(n_layers):
-            src, dst = f"{side}.layers.{i}.", f"model.{side}.layers.{i}."
-            for mine, theirs, residual in attention[side]:
-                for proj in ("q_proj", "k_proj", "v_proj"):
-                    names.append((f"{src}{mine}.{proj}.weight", f"{dst}{theirs}.{proj}.weight", "reads"))
-                    names.append((f"{src}{mine}.{proj}.bias", f"{dst}{theirs}.{proj}.bias", "none"))
-                for p in ("weight", "bias"):
-                    names.append((f"{src}{mine}.out_proj.{p}", f"{dst}{theirs}.out_proj.{p}", "writes"))
-                    names.append((f"{src}{residual}.norm.{p}", f"{dst}{theirs}_layer_norm.{p}", "writes"))
-            names += [(f"{src}ffn.w1.weight", f"{dst}fc1.weight", "reads"),
-                      (f"{src}ffn.w1.bias", f"{dst}fc1.bias", "none")]
-            for p in ("weight", "bias"):
-                names.append((f"{src}ffn.w2.{p}", f"{dst}fc2.{p}", "writes"))
-                names.append((f"{src}ffn_residual.norm.{p}", f"{dst}final_layer_norm.{p}", "writes"))
-    return names
-
-
 def to_hf_state_dict(model: Transformer) -> dict[str, Tensor]:
     """The model's weights under MarianMTModel's names, with d_model renumbered (see above)."""
     return to_hf_weights(model, ("model.shared.weight", "model.encoder.embed_tokens.weight",
                                  "model.decoder.embed_tokens.weight", "lm_head.weight"),
-                         _parameter_names(model.config),
+                         layer_names(model.config),
                          extra={"final_logits_bias": torch.zeros(1, model.config.vocab_size)},
                          layout=_renumbered(position_permutation(model.config.d_model)))
 
@@ -173,7 +144,8 @@ def config_from_hf(c: dict[str, Any], vocab_size: int, where: str) -> Transforme
             share_embeddings=True, scale_embeddings=bool(c.get("scale_embedding", False)),
             final_norm=False, norm_first=False, bias=True, layer_norm_eps=1e-5,
             activation=activation, dropout=float(c.get("dropout", 0.1)),
-            attn_dropout=float(c.get("attention_dropout", 0.0)), pad_id=PAD)
+            attn_dropout=float(c.get("attention_dropout", 0.0)),
+            activation_dropout=float(c.get("activation_dropout", 0.0)), pad_id=PAD)
     except ValueError as e:
         raise UserError(f"{where}: {e}") from None
     check_fits(config, where)  # before any tensor of the model is made
@@ -220,7 +192,7 @@ def from_hf_state_dict(state: dict[str, Tensor], config: TransformerConfig, orde
     if "final_logits_bias" in state and bool(state["final_logits_bias"].any()):
         raise UserError(f"{where}: final_logits_bias is not zero: aiayn's output layer has no "
                         "bias, so this model has no exact aiayn counterpart")
-    return from_hf_weights(get, shared[torch.tensor(order)][:, back], _parameter_names(config),
+    return from_hf_weights(get, shared[torch.tensor(order)][:, back], layer_names(config),
                            layout=_renumbered(back))
 
 
@@ -258,7 +230,7 @@ def read_vocabulary(folder: Path, rows: int) -> tuple[list[str | None], str]:
 
     tokens: list[str | None] = [None] * rows
     if (folder / "vocab.json").is_file() and (folder / "source.spm").is_file():
-        if _tokenizer_config(folder).get("separate_vocabs"):
+        if tokenizer_config(folder).get("separate_vocabs"):
             raise UserError(f"{folder}: separate source and target vocabularies "
                             "(separate_vocabs): aiayn imports Marian models with one vocabulary")
         path, kind = folder / "vocab.json", "spm"
@@ -339,11 +311,6 @@ def load_hf_folder(folder: Path) -> tuple[Transformer, Any, dict[str, Any]]:
         meta["generation"] = generation_from_hf(folder, hf_config)
     return model.eval(), hf, meta
 
-
-def _tokenizer_config(folder: Path) -> dict[str, Any]:
-    path = folder / "tokenizer_config.json"
-    config = read_json(path) if path.is_file() else {}
-    return config if isinstance(config, dict) else {}
 
 
 __all__ = ["build_tokenizer", "config_from_hf", "config_to_hf", "from_hf_state_dict",

@@ -1,6 +1,7 @@
-"""What the encoder-decoder converters (hf_marian.py, hf_bart.py, hf_t5.py) share: the check that
-a translation model has the architecture's shape, and the weights renamed both ways around one
-embedding matrix that source, target and the output layer share (§3.4).
+"""What the encoder-decoder converters (hf_marian.py, hf_bart.py, hf_t5.py) share: the layer names
+of Marian and BART (fairseq's), the weights renamed both ways around one embedding matrix that
+source, target and the output layer share (§3.4), and a folder's tokenizer_config.json. Which
+options each architecture can express is aiayn.config.options' table.
 
 Their name lists hold (aiayn name, HF name) or (aiayn name, HF name, how), where `how` is what a
 `layout` needs to know of the tensor (Marian's d_model renumbering: "reads", "writes", "none").
@@ -9,25 +10,44 @@ Their name lists hold (aiayn name, HF name) or (aiayn name, HF name, how), where
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from pathlib import Path
 from typing import Any
 
 from torch import Tensor, nn
 
 from aiayn.config import TransformerConfig
 from aiayn.errors import UserError
+from aiayn.folder import read_json
 
 Names = Iterable[tuple[str, ...]]
 Layout = Callable[[Tensor, str], Tensor]
 
 
-def check_shape(config: TransformerConfig, shape: dict[str, Any], name: str,
-                architecture: str) -> None:
-    """Each option of `shape` (TransformerConfig option -> the value `name` has) is the model's;
-    a UserError naming the first that is not."""
-    for key, value in shape.items():
-        if getattr(config, key, value) != value:
-            raise UserError(f"model.{key}={getattr(config, key)!r}: {name} has {key}={value!r}, "
-                            f"so this translation model has no exact {architecture}")
+def layer_names(config: TransformerConfig) -> list[tuple[str, str, str]]:
+    """(aiayn name, Marian / BART name, how d_model is laid out in it) of every layer parameter; how:
+    "reads" (a Linear reading the residual stream: its columns), "writes" (a Linear, bias or
+    LayerNorm writing it: its rows) or "none" (inside a sublayer: untouched)."""
+    names = []
+    attention = {"encoder": [("self_attn", "self_attn", "attn_residual")],
+                 "decoder": [("self_attn", "self_attn", "self_residual"),
+                             ("cross_attn", "encoder_attn", "cross_residual")]}
+    for side, n_layers in (("encoder", config.n_encoder_layers),
+                           ("decoder", config.n_decoder_layers)):
+        for i in range(n_layers):
+            src, dst = f"{side}.layers.{i}.", f"model.{side}.layers.{i}."
+            for mine, theirs, residual in attention[side]:
+                for proj in ("q_proj", "k_proj", "v_proj"):
+                    names.append((f"{src}{mine}.{proj}.weight", f"{dst}{theirs}.{proj}.weight", "reads"))
+                    names.append((f"{src}{mine}.{proj}.bias", f"{dst}{theirs}.{proj}.bias", "none"))
+                for p in ("weight", "bias"):
+                    names.append((f"{src}{mine}.out_proj.{p}", f"{dst}{theirs}.out_proj.{p}", "writes"))
+                    names.append((f"{src}{residual}.norm.{p}", f"{dst}{theirs}_layer_norm.{p}", "writes"))
+            names += [(f"{src}ffn.w1.weight", f"{dst}fc1.weight", "reads"),
+                      (f"{src}ffn.w1.bias", f"{dst}fc1.bias", "none")]
+            for p in ("weight", "bias"):
+                names.append((f"{src}ffn.w2.{p}", f"{dst}fc2.{p}", "writes"))
+                names.append((f"{src}ffn_residual.norm.{p}", f"{dst}final_layer_norm.{p}", "writes"))
+    return names
 
 
 def _as_it_is(value: Tensor, how: str = "none") -> Tensor:
@@ -84,4 +104,12 @@ def from_hf_weights(get: Callable[[str], Tensor], embedding: Tensor, names: Name
     return _own_copies(out)
 
 
-__all__ = ["Layout", "Names", "check_shape", "from_hf_weights", "to_hf_weights", "weight_getter"]
+def tokenizer_config(folder: Path) -> dict[str, Any]:
+    """The folder's tokenizer_config.json as a dict ({} where absent or not an object)."""
+    path = folder / "tokenizer_config.json"
+    config = read_json(path) if path.is_file() else {}
+    return config if isinstance(config, dict) else {}
+
+
+__all__ = ["Layout", "Names", "from_hf_weights", "layer_names", "to_hf_weights", "tokenizer_config",
+           "weight_getter"]

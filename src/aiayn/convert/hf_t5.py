@@ -39,6 +39,7 @@ import torch
 from torch import Tensor
 
 from aiayn.config import TransformerConfig
+from aiayn.config.options import check_expressible
 from aiayn.convert import (
     FROM_HF_ACTIVATION,
     TO_HF_ACTIVATION,
@@ -47,17 +48,16 @@ from aiayn.convert import (
     weights_path,
 )
 from aiayn.convert.hf_original import KEY, keep
-from aiayn.convert.hf_seq2seq import check_shape, from_hf_weights, to_hf_weights, weight_getter
+from aiayn.convert.hf_seq2seq import (
+    from_hf_weights,
+    to_hf_weights,
+    tokenizer_config,
+    weight_getter,
+)
 from aiayn.data.special import BOS, EOS, PAD, SPECIAL_TOKENS, UNK_TOKEN
 from aiayn.errors import UserError
 from aiayn.models.transformer import Transformer
 from aiayn.sizes import check_fits
-
-# TransformerConfig option -> T5's value (both versions)
-_T5_SHAPE = {"positions": "none", "norm": "rms_norm", "norm_first": True, "final_norm": True,
-             "bias": False, "scale_attention": False, "scale_embeddings": False,
-             "share_embeddings": True, "embedding_norm": False, "output_bias": False,
-             "position_offset": 0, "value_dim": None}  # T5's d_kv is both d_k and d_v
 
 
 def is_t5(config: TransformerConfig) -> bool:
@@ -69,20 +69,17 @@ def is_t5(config: TransformerConfig) -> bool:
 # -- export (aiayn export hf) --------------------------------------------------------------------
 
 def _feed_forward_proj(config: TransformerConfig) -> str:
-    """T5's feed_forward_proj of the model's feed-forward; a UserError naming the option T5
-    lacks. ("gated-gelu" is the tanh GELU in transformers, for backward compatibility.)"""
+    """T5's feed_forward_proj of the model's feed-forward ("gated-gelu" is the tanh GELU in
+    transformers, for backward compatibility; the exact GELU gated is refused: the table)."""
     if not config.gated_ffn:
         return TO_HF_ACTIVATION[config.activation]
-    if config.activation == "gelu":
-        raise UserError("model.activation='gelu' with model.gated_ffn=True: T5's gated GELU "
-                        "(feed_forward_proj 'gated-gelu') is the tanh form, activation='gelu_tanh'")
     return "gated-gelu" if config.activation == "gelu_tanh" else f"gated-{config.activation}"
 
 
 def config_to_hf(config: TransformerConfig) -> dict[str, Any]:
     """The T5Config (as config.json) of a translation model; a UserError naming the first option
     T5 does not have."""
-    check_shape(config, _T5_SHAPE, "T5", "T5ForConditionalGeneration")
+    check_expressible(config, "t5")  # aiayn.config.options, column "t5"
     return {"architectures": ["T5ForConditionalGeneration"], "model_type": "t5",
             "vocab_size": config.vocab_size, "d_model": config.d_model,
             "d_kv": config.d_k, "d_ff": config.d_ff,
@@ -95,7 +92,7 @@ def config_to_hf(config: TransformerConfig) -> dict[str, Any]:
             # transformers 4 scales exactly when tied; 5 reads scale_decoder_outputs
             "tie_word_embeddings": config.tie_output,
             "scale_decoder_outputs": config.scale_output, "n_positions": config.max_len,
-            "pad_token_id": PAD, "eos_token_id": EOS, "decoder_start_token_id": BOS,
+            "pad_token_id": config.pad_id, "eos_token_id": EOS, "decoder_start_token_id": BOS,
             "is_encoder_decoder": True, "use_cache": True}
 
 
@@ -229,7 +226,6 @@ def _spiece_tokenizer(folder: Path) -> Any:
     from tokenizers import Tokenizer as HFTokenizer
     from tokenizers.models import Unigram
 
-    from aiayn.convert.hf_marian import _tokenizer_config
     from aiayn.convert.spm import read_spm
 
     spm = read_spm(folder / "spiece.model")
@@ -238,7 +234,7 @@ def _spiece_tokenizer(folder: Path) -> Any:
     for needed in ("<pad>", "</s>", UNK_TOKEN):
         if needed not in names:
             raise UserError(f"{folder / 'spiece.model'}: no {needed} piece (not a T5 vocabulary)")
-    extra = _tokenizer_config(folder).get("extra_ids", 100)
+    extra = tokenizer_config(folder).get("extra_ids", 100)
     if not isinstance(extra, int) or isinstance(extra, bool) or not 0 <= extra <= 10_000:
         raise UserError(f"{folder / 'tokenizer_config.json'}: extra_ids={extra!r}: expected a "
                         "count of sentinel tokens")
