@@ -37,7 +37,8 @@ as its fairseq and OpenNMT-py converters do) and keeps aiayn's conventions:
 Every id keeps its row: the vocabularies are the tokenizer's tokens in id order (an embedding row
 past the tokenizer's last token gets a placeholder name), so aiayn's ids map one to one. An
 option the spec cannot express, or this export does not map yet, is refused in one line naming
-it; nothing approximate is written.
+it (the "ctranslate2" column of aiayn.config.options, the table every exporter follows); nothing
+approximate is written.
 
     export(folder, out, quantization=None) -> Path     # a new CTranslate2 directory
     ctranslate2.Translator(str(path), compute_type="int8")   # then decode with CTranslate2
