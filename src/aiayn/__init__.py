@@ -10,7 +10,7 @@ from aiayn.lazy import lazy_names
 
 __version__ = "0.1.0"
 _EXPORTS = {
-    "load": "aiayn.api",
+    "load": "aiayn.folder.load",
     "DecoderLMConfig": "aiayn.config", "EncoderConfig": "aiayn.config",
     "TransformerConfig": "aiayn.config", "ViTConfig": "aiayn.config",
     "encoder_preset": "aiayn.config", "lm_preset": "aiayn.config", "preset": "aiayn.config",

@@ -1,7 +1,8 @@
 """The four tasks, one module each, each with the same skeleton: its data config, reading the
 data, batches, loss, evaluation, the user-facing object it returns, and training. What the one
 experiment loader needs of a task (its model config, its recipe: a built-in config, ...) is its
-row of the family table (aiayn.families); TASK is the task's name there and in config files.
+row of the family table (aiayn.folder.families); TASK is the task's name there and in config
+files.
 
     translation            encoder-decoder (§3) on sentence pairs          -> Translator
     language_model         decoder-only (GPT-style) on text                 -> LanguageModel
@@ -12,8 +13,8 @@ The Translator has a module of its own (translator; translation re-exports it).
 No task imports another; the generic pieces live in aiayn.data, aiayn.training, aiayn.generation.
 """
 
-# The tasks' names in the family table's order (aiayn.families, which imports torch: this tuple
-# gives the command line its choices without it; a test keeps the two equal).
+# The tasks' names in the family table's order (aiayn.folder.families, which imports torch: this
+# tuple gives the command line its choices without it; a test keeps the two equal).
 TASKS = ("translation", "language_model", "text_classification", "image_classification")
 
 __all__ = ["TASKS"]
