@@ -1,0 +1,218 @@
+"""Small corpora at equal wall clock (issue 40): `aiayn train auto` against fixed recipes.
+
+Corpora: the OS's gettext catalogs, English -> each of --langs (de, fr, es by default), cut to
+--sizes training pairs (5k, 20k, 40k: nested, from one seeded shuffle of the training split; 80k
+is not offered: the largest pair here, en-fr, has 54.8k). Each keeps gettext's own dev split
+(its first 500 pairs: what the runs validate on) and test split (scored once, at the end; no
+choice reads it: auto reads the training split alone).
+
+Systems, each for --minutes of training on --threads threads, per seed:
+  auto           `aiayn train auto --corpus DIR --minutes M` (aiayn/training/auto_recipe.py)
+  gettext-small  configs/gettext-small.yaml as it is (d_model 256, 3+3 layers, 8k BPE, dropout 0.1)
+  paper-base     the paper's base recipe (§5: 6+6 layers, 8 heads, dropout 0.1, label smoothing
+                 0.1, §5.3's schedule with 4,000 warmup steps) scaled down: d_model 512 -> 256,
+                 d_ff 2048 -> 1024, BPE 37k -> 8k, 25k -> 4k tokens per update
+  fairseq-iwslt  fairseq 0.12's `transformer_iwslt_de_en` with its README's IWSLT'14 recipe
+                 (dropout 0.3, weight decay 1e-4, lr 5e-4, 4,000 warmup, label smoothing 0.1,
+                 4,096 tokens, shared decoder embeddings) in fairseq itself, in the venv
+                 benchmarks/vs_fairseq.py builds; its sentencepiece BPE of 10k (fairseq's
+                 example), or twice auto's vocabulary where the corpus is too small for 10k
+Scored alike (vs_fairseq.decode and .score): test sacreBLEU and chrF, beam 4, score / length,
+fairseq's stopping rule, detokenized text.
+
+    python benchmarks/small_data.py                        # the full run (see --help for sizes)
+    python benchmarks/small_data.py --minutes 2 --langs de --sizes 5000 --seeds 0   # a look
+    python benchmarks/small_data.py --quick                # smoke: aiayn systems, seconds each
+    python benchmarks/small_data.py --record               # append the table to RESULTS.md
+
+Resumable: each run's result is runs/small-data/results/LANG-SIZE-SYSTEM-sSEED.json; a rerun skips
+the finished ones (a run cut midway starts again).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import shutil
+import statistics
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path[:0] = [str(ROOT / "benchmarks"), str(ROOT / "src")]
+os.environ["PYTHONPATH"] = os.pathsep.join(  # the `aiayn` of this checkout in every subprocess
+    p for p in (str(ROOT / "src"), os.environ.get("PYTHONPATH")) if p)
+
+import vs_fairseq as peer  # noqa: E402  (ensure_venv, run, thread_env, decode, score, record)
+
+SYSTEMS = ("auto", "gettext-small", "paper-base", "fairseq-iwslt")
+AIAYN_SYSTEMS = SYSTEMS[:3]
+DEV_PAIRS = 500
+TITLE = "Small corpora at equal time: `aiayn train auto` vs fixed recipes (`benchmarks/small_data.py`)"
+COMMON = ["train.progress=false", "train.tensorboard=false"]
+PAPER_BASE = ["model.d_model=256", "model.d_ff=1024", "model.n_heads=8", "model.n_layers=6",
+              "model.dropout=0.1", "model.max_len=256", "data.vocab_size=8000",
+              "train.max_tokens=4000", "train.warmup_steps=4000", "train.label_smoothing=0.1",
+              "train.save_every=500", "train.eval_every=1000", "data.valid_pairs=200"]
+SETTINGS = {
+    "gettext-small": "d_model 256, 4 heads, d_ff 1024, 3+3, dropout 0.1, BPE 8k, 4k tokens, "
+                     "lr 1e-3 / 400 warmup",
+    "paper-base": "d_model 256, 8 heads, d_ff 1024, 6+6, dropout 0.1, BPE 8k, 4k tokens, "
+                  "§5.3 schedule / 4000 warmup",
+    "fairseq-iwslt": "transformer_iwslt_de_en: d_model 512, 4 heads, d_ff 1024, 6+6, dropout 0.3, "
+                     "wd 1e-4, 4096 tokens, lr 5e-4 / 4000 warmup",
+}
+
+
+def cut_corpora(work: Path, lang: str, sizes: list[int], test_lines: int | None) -> dict[int, Path]:
+    """LANG-SIZE corpus folders (train / valid / test), nested cuts of one shuffle."""
+    from aiayn.data.gettext_corpus import gettext_pairs
+    from aiayn.data.parallel import write_corpus_dir
+
+    folders = {n: work / "data" / f"{lang}-{n}" for n in sizes}
+    if all((f / "test.tgt").is_file() for f in folders.values()):
+        return folders
+    splits = gettext_pairs(lang)
+    train = list(splits["train"])
+    random.Random(0).shuffle(train)
+    for n, folder in folders.items():
+        if n > len(train):
+            sys.exit(f"--sizes {n}: en-{lang} has {len(train):,} training pairs")
+        corpus = {"train": train[:n], "valid": splits["valid"][:DEV_PAIRS],
+                  "test": splits["test"][:test_lines] if test_lines else splits["test"]}
+        write_corpus_dir(corpus, folder, {"corpus": "gettext", "src_lang": "en",
+                                          "tgt_lang": lang}, force=True)
+    return folders
+
+
+def train_aiayn(system: str, corpus: Path, out: Path, seed: int, args) -> str:
+    common = [*COMMON, f"train.seed={seed}", f"train.threads={args.threads}", "--out", out]
+    if system == "auto":
+        cmd = ["train", "auto", "--corpus", corpus, "--minutes", args.minutes, *common]
+    else:
+        config = "gettext-small" if system == "gettext-small" else "base"
+        extra = PAPER_BASE if system == "paper-base" else []
+        cmd = ["train", config, "data.corpus=null", f"data.corpus_dir={corpus}",
+               f"train.max_minutes={args.minutes}", *extra, *common]
+    shutil.rmtree(out, ignore_errors=True)
+    text = peer.run([sys.executable, "-m", "aiayn", *cmd], env=peer.thread_env(args.threads),
+                    log=out.with_suffix(".log"))
+    if system == "auto":
+        return "; ".join(line.removeprefix("auto: ").split(":")[0] + ":" +
+                         line.split(":", 2)[-1][:60] for line in text.splitlines()
+                         if line.startswith("auto: model") or line.startswith("auto: dropout"))
+    return SETTINGS[system]
+
+
+def train_fairseq(corpus: Path, out: Path, seed: int, args) -> dict:
+    """fairseq's IWSLT'14 recipe on the corpus (its sentencepiece BPE and binarized copy)."""
+    from aiayn.data.parallel import read_corpus_dir
+    from aiayn.training.auto_recipe import facts_of, vocab_size
+
+    work = out.with_name(out.name + "-data")
+    pieces, data_bin = work / "spm", work / "data-bin"
+    pairs = read_corpus_dir(corpus)["train"]
+    vocab = min(10000, 2 * vocab_size(facts_of(pairs)))
+    if not (data_bin / "dict.src.txt").exists():
+        shutil.rmtree(work, ignore_errors=True)
+        pieces.mkdir(parents=True)
+        peer.run([peer.VPY, "-c", peer.SPM_SCRIPT, corpus, pieces, vocab, args.threads],
+                 log=work / "spm.log")
+        peer.run([peer.VENV / "bin" / "fairseq-preprocess", "--source-lang", "src",
+                  "--target-lang", "tgt", "--trainpref", pieces / "train", "--validpref",
+                  pieces / "valid", "--joined-dictionary", "--destdir", data_bin, "--workers",
+                  args.threads], log=work / "preprocess.log")
+    shutil.rmtree(out, ignore_errors=True)
+    peer.run([peer.VENV / "bin" / "fairseq-train", data_bin, "--task", "translation",
+              "--arch", "transformer_iwslt_de_en", "--share-decoder-input-output-embed",
+              "--optimizer", "adam", "--adam-betas", "(0.9, 0.98)", "--clip-norm", 0.0,
+              "--lr", 5e-4, "--lr-scheduler", "inverse_sqrt", "--warmup-updates", 4000,
+              "--dropout", 0.3, "--weight-decay", 1e-4, "--criterion",
+              "label_smoothed_cross_entropy", "--label-smoothing", 0.1, "--max-tokens", 4096,
+              "--seed", seed, "--cpu", "--num-workers", 0, "--stop-time-hours", args.minutes / 60,
+              "--disable-validation", "--save-dir", out, "--no-epoch-checkpoints",
+              "--log-format", "json", "--log-interval", 50],
+             env=peer.thread_env(args.threads), log=out.with_suffix(".log"))
+    return {"bin": data_bin, "spm": pieces / "spm.model", "vocab": vocab}
+
+
+def run_one(lang: str, size: int, system: str, seed: int, corpus: Path, args) -> dict:
+    name = f"{lang}-{size}-{system}-s{seed}"
+    done = Path(args.work) / "results" / f"{name}.json"
+    if done.is_file():
+        return json.loads(done.read_text(encoding="utf-8"))
+    out = Path(args.work) / "models" / name
+    out.parent.mkdir(parents=True, exist_ok=True)
+    data = {"src": corpus / "test.src", "ref": corpus / "test.tgt"}
+    if system == "fairseq-iwslt":
+        data.update(train_fairseq(corpus, out, seed, args))
+        settings, model = SETTINGS[system] + f", BPE {data['vocab'] // 1000}k", \
+            out / "checkpoint_last.pt"
+    else:
+        settings, model = train_aiayn(system, corpus, out, seed, args), out
+    hyp = out.with_name(name + ".hyp")
+    peer.decode("aiayn" if system in AIAYN_SYSTEMS else "fairseq", model, data, 4, hyp,
+                args.threads)
+    result = {"lang": lang, "size": size, "system": system, "seed": seed, "settings": settings,
+              "minutes": args.minutes, **peer.score(hyp, data["ref"])}
+    done.parent.mkdir(parents=True, exist_ok=True)
+    done.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    return result
+
+
+def table(results: list[dict]) -> str:
+    rows = ["| corpus | system | test BLEU (mean; seeds) | test chrF (mean) | settings |",
+            "|---|---|---:|---:|---|"]
+    keys = sorted({(r["lang"], r["size"], r["system"]) for r in results},
+                  key=lambda k: (k[0], k[1], SYSTEMS.index(k[2])))
+    for lang, size, system in keys:
+        mine = [r for r in results if (r["lang"], r["size"], r["system"]) == (lang, size, system)]
+        bleu = [r["bleu"] for r in mine]
+        rows.append(f"| en-{lang} {size:,} | {system} | {statistics.mean(bleu):.1f} "
+                    f"({', '.join(f'{b:.1f}' for b in bleu)}) | "
+                    f"{statistics.mean(r['chrf'] for r in mine):.1f} | {mine[0]['settings']} |")
+    return "\n".join(rows)
+
+
+def main(argv: list[str] | None = None) -> list[dict]:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--minutes", type=float, default=60.0, help="training per run (default 60)")
+    p.add_argument("--threads", type=int, default=2, help="CPU threads per run (default 2)")
+    p.add_argument("--seeds", type=int, nargs="+", default=[0, 1], help="default: 0 1")
+    p.add_argument("--sizes", type=int, nargs="+", default=[5000, 20000, 40000])
+    p.add_argument("--langs", nargs="+", default=["de", "fr", "es"])
+    p.add_argument("--systems", nargs="+", choices=SYSTEMS, default=list(SYSTEMS))
+    p.add_argument("--work", default="runs/small-data", help="corpora, models, results")
+    p.add_argument("--quick", action="store_true",
+                   help="smoke test: en-de, 1,200 pairs, 0.2 minutes, 40 test sentences, seed "
+                        "0, the aiayn systems only (fairseq needs its venv: minutes to build)")
+    p.add_argument("--record", action="store_true", help="append the table to RESULTS.md")
+    args = p.parse_args(argv)
+    test_lines = None
+    if args.quick:
+        args.minutes, args.seeds, args.sizes, args.langs, test_lines = 0.2, [0], [1200], ["de"], 40
+        args.systems = [s for s in args.systems if s in AIAYN_SYSTEMS]
+        print("--quick: aiayn systems only (fairseq-iwslt is not run)", flush=True)
+    if "fairseq-iwslt" in args.systems:
+        peer.ensure_venv()
+    results = []
+    for lang in args.langs:
+        corpora = cut_corpora(Path(args.work), lang, args.sizes, test_lines)
+        for size in args.sizes:
+            for seed in args.seeds:
+                for system in args.systems:
+                    results.append(run_one(lang, size, system, seed, corpora[size], args))
+    text = table(results)
+    print(text)
+    if args.record:
+        command = "python benchmarks/small_data.py " + " ".join(argv or sys.argv[1:])
+        peer.record(TITLE, f": {args.minutes:g} minutes a run, {args.threads} threads, seeds "
+                    f"{args.seeds}; test sacreBLEU / chrF, beam 4", command, text)
+    return results
+
+
+if __name__ == "__main__":
+    main()
