@@ -97,12 +97,16 @@ def train_aiayn(system: str, corpus: Path, out: Path, seed: int, args) -> str:
         cmd = ["train", config, "data.corpus=null", f"data.corpus_dir={corpus}",
                f"train.max_minutes={args.minutes}", *extra, *common]
     shutil.rmtree(out, ignore_errors=True)
-    text = peer.run([sys.executable, "-m", "aiayn", *cmd], env=peer.thread_env(args.threads),
-                    log=out.with_suffix(".log"))
-    if system == "auto":
-        return "; ".join(line.removeprefix("auto: ").split(":")[0] + ":" +
-                         line.split(":", 2)[-1][:60] for line in text.splitlines()
-                         if line.startswith("auto: model") or line.startswith("auto: dropout"))
+    peer.run([sys.executable, "-m", "aiayn", *cmd], env=peer.thread_env(args.threads),
+             log=out.with_suffix(".log"))
+    if system == "auto":  # the choice, as written in the model folder
+        import yaml
+        c = yaml.safe_load((out / "auto.yaml").read_text(encoding="utf-8"))
+        m, t = c["model"], c["train"]
+        return (f"d_model {m['d_model']}, {m['n_heads']} heads, d_ff {m['d_ff']}, "
+                f"{m['n_layers']}+{m['n_layers']}, dropout {m['dropout']}, BPE "
+                f"{c['data']['vocab_size']:,}, {t['max_tokens']:,} tokens, lr {t['lr']:g} / "
+                f"{t['warmup_steps']} warmup")
     return SETTINGS[system]
 
 
