@@ -116,3 +116,34 @@ def test_optimizer_is_the_papers_adam():
     assert isinstance(opt, torch.optim.Adam)
     group = opt.param_groups[0]
     assert group["betas"] == (0.9, 0.98) and group["eps"] == 1e-9
+
+
+@pytest.mark.parametrize("multiple", [8, 16])
+def test_padding_a_batch_to_a_multiple_changes_no_loss_nor_gradient(multiple):
+    """train.pad_to_multiple: a collated batch (the non-pad rows projected, Batch.tgt_index) and
+    the same batch padded (every row projected, the padding masked) give the same loss, sums,
+    units and gradients. The model in float64, so that the two only differ by the order of the
+    loss's fp32 sums."""
+    from aiayn import Transformer, preset
+    from aiayn.data.batching import collate
+    from aiayn.tasks.translation import translation_loss
+
+    batch = collate([([5, 6, 7, 8, 9], [10, 11]), ([12, 13], [14, 15, 16, 17, 18, 19]),
+                     ([20], [21])])
+    padded = batch.padded(multiple)
+    assert padded.src.shape == (3, multiple) and padded.tgt_out.shape == (3, multiple)
+    assert padded.tgt_index is None and padded.tgt_count == batch.tgt_count == 12
+
+    def run(b):
+        torch.manual_seed(1)
+        model = Transformer(preset("tiny", vocab_size=24, d_model=16, d_ff=32)).double()
+        loss, n, sums = translation_loss(0.1)(model, b)
+        loss.backward()
+        return float(loss.detach()), int(n), {k: float(v) for k, v in sums.items()}, \
+            {k: p.grad for k, p in model.named_parameters()}
+
+    (loss, n, sums, grads), (loss_p, n_p, sums_p, grads_p) = run(batch), run(padded)
+    assert n == n_p == 12 and sums["accuracy"] == sums_p["accuracy"]
+    assert loss_p == pytest.approx(loss, rel=1e-6) and sums_p["nll"] == pytest.approx(sums["nll"], rel=1e-6)
+    for name, g in grads.items():
+        torch.testing.assert_close(grads_p[name], g, rtol=1e-5, atol=1e-9, msg=name)

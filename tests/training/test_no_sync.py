@@ -11,19 +11,25 @@ from collections import Counter
 import pytest
 import torch
 
+from aiayn import EncoderModel, Transformer, encoder_preset, preset
+from aiayn.data.batching import MaskedTokens, collate
+from aiayn.data.mlm import mask_tokens
+from aiayn.tasks.text_classification import masked_lm_loss
+from aiayn.tasks.translation import translation_loss
 from aiayn.training.losses import classification_loss, label_smoothed_nll
 from aiayn.training.progress import Window
 from aiayn.training.trainer import Trainer
 from tests.training.test_trainer import copy_stream, loss_fn, quiet, random_sequences, tiny_model
 
 READS = ("item", "__float__", "__int__", "__bool__", "__index__", "tolist")
-OURS = ("/aiayn/training/", "/aiayn/data/", "/tests/training/")
+OURS = ("/aiayn/training/", "/aiayn/data/", "/aiayn/tasks/", "/tests/training/")
 
 
 @pytest.fixture
 def reads(monkeypatch):
     """Counts the reads of a tensor's value as a Python number made, while `reads.on` is set, by
-    the training loop (aiayn/training, aiayn/data) or the loss function (tests/training), on the
+    the training loop (aiayn/training, aiayn/data) or the loss function (tests/training, the
+    tasks' losses in aiayn/tasks), on the
     main thread (the Prefetcher's thread collates on the host). Not the model's: its attention
     looks at a CPU mask on the CPU alone (nn/attention.py), and torch.optim's Adam reads its step
     counters, host tensors by design (torch keeps them on the CPU unless fused); the GPU test
@@ -69,6 +75,49 @@ def _updates_reads(tmp_path, reads, loss, **settings):
                                       {"precision": "bf16", "average_width": 0.1}])
 def test_an_update_reads_no_number_from_a_tensor(tmp_path, reads, settings):
     assert _updates_reads(tmp_path, reads, loss_fn, **settings) == {}
+
+
+@pytest.mark.parametrize("multiple", [1, 8])
+def test_an_update_of_the_translation_loss_reads_no_number_from_a_tensor(tmp_path, reads,
+                                                                        multiple):
+    """The task's own loss (tasks/translation.py) as `aiayn train` runs it: on collated batches
+    (the non-pad rows at the host's Batch.tgt_index) and on padded ones (the padding masked).
+    Its accuracy was an int() of a device sum: a read every batch."""
+    assert _updates_reads(tmp_path, reads, translation_loss(0.1), pad_to_multiple=multiple) == {}
+
+
+def _on_meta(loss_fn, model, batch):
+    """The loss, forward and backward, of a model and batch on the meta device (shapes, no
+    values): any op that needs a tensor's values on the host (.item(), int(), a boolean mask's
+    nonzero) raises there, as it would wait for a GPU. Returns (units, sums)."""
+    loss, n, sums = loss_fn(model.to("meta"), batch.to("meta"))
+    loss.backward()
+    assert loss.device.type == "meta" and loss.dim() == 0
+    return n, sums
+
+
+@pytest.mark.parametrize("counted_once", [(), (3,)])
+@pytest.mark.parametrize("multiple", [1, 8])
+def test_the_translation_loss_needs_no_value_from_the_device(counted_once, multiple):
+    """tasks/translation.py's loss: the rows it projects come from the host (Batch.tgt_index),
+    not from a boolean mask of the targets (a data-dependent shape: a sync on a GPU, a graph
+    break for torch.compile); the accuracy stays a tensor."""
+    batch = collate([([5, 6, 7], [8, 9]), ([5], [8, 9, 10, 11]), ([4, 4, 4, 4, 4], [7])])
+    model = Transformer(preset("tiny", vocab_size=12, d_model=16, d_ff=32))
+    n, sums = _on_meta(translation_loss(0.1, counted_once), model, batch.padded(multiple))
+    assert n == batch.tgt_count == 10 if multiple == 1 else isinstance(n, torch.Tensor)
+    assert all(isinstance(v, torch.Tensor) and v.dim() == 0 for v in sums.values())
+
+
+def test_the_masked_lm_loss_needs_no_value_from_the_device():
+    """tasks/text_classification.py's masked-LM loss: the chosen positions found on the host
+    (MaskedTokens), the count their number, the accuracy a tensor."""
+    ids = torch.randint(5, 50, (4, 16), generator=torch.Generator().manual_seed(0))
+    batch = MaskedTokens.of_labels(*mask_tokens(ids, 4, 50, (0, 1, 2, 3),
+                                                torch.Generator().manual_seed(0), rate=0.3))
+    model = EncoderModel(encoder_preset("tiny", vocab_size=50, d_model=16, d_ff=32))
+    n, sums = _on_meta(masked_lm_loss, model, batch)
+    assert n == batch.tgt_count > 0 and sums["accuracy"].dim() == 0
 
 
 def test_the_check_counts_a_loss_that_reads_its_count_on_the_host(tmp_path, reads):

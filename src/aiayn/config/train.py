@@ -80,8 +80,19 @@ class TrainConfig(Config):
         "help": "auto | fp32 | bf16 | fp16 (autocast; fp16 with loss scaling)"})
     device: str = field(default="auto", metadata={
         "help": "auto (CUDA when present, else MPS, else CPU), cpu, cuda, cuda:N, mps"})
+    # torch.compile of one batch's forward and loss together (dynamic shapes: one graph for the
+    # batches' varying sizes); the first update, which compiles, is timed in the log.
     compile: bool = field(default=False, metadata={
-        "help": "torch.compile the model (in place) for training; slower to start"})
+        "help": "torch.compile the model and loss for training; slower to start"})
+    # Bounded shapes: batch lengths padded up to a multiple (Batch.padded; the loss then masks
+    # the padding rather than projecting the non-pad rows alone), so that a compiled update sees
+    # a few shapes, and CUDA graphs record one graph per shape.
+    pad_to_multiple: int | str = field(default="auto", metadata={
+        "help": "pad source and target lengths up to a multiple of this; auto: 8 on CUDA "
+                "under train.compile, else 1 (no padding: the fastest on a CPU)"})
+    cuda_graphs: bool = field(default=False, metadata={
+        "help": "replay each update's kernels as CUDA graphs (torch.compile mode "
+                "reduce-overhead): for small models on a GPU; needs train.compile"})
     # Batches are built (padded, and pinned for a GPU) on a background thread this many ahead
     # of the update that takes them, in the same order (training/stream.py: Prefetcher).
     prefetch: int = field(default=2, metadata={
@@ -166,6 +177,18 @@ class TrainConfig(Config):
             parse_stop_when(self.stop_when)
         if self.stop_patience <= 0:
             _fail("stop_patience", self.stop_patience, "must be a positive integer")
+        if self.pad_to_multiple != "auto" and (not isinstance(self.pad_to_multiple, int)
+                                               or self.pad_to_multiple <= 0):
+            _fail("pad_to_multiple", self.pad_to_multiple, "must be a positive integer or auto")
+        if self.cuda_graphs and not self.compile:
+            _fail("cuda_graphs", True, "CUDA graphs replay a compiled update: set "
+                  "train.compile=true too")
+
+    def length_multiple(self, device: str) -> int:
+        """What train.pad_to_multiple pads batch lengths to a multiple of, on this device."""
+        if self.pad_to_multiple == "auto":
+            return 8 if self.compile and device.startswith("cuda") else 1
+        return self.pad_to_multiple
 
 
 __all__ = ["FINAL_CHECKPOINTS", "LR_SCHEDULES", "MAX_AVERAGE_WIDTH", "METRICS_FORMATS",

@@ -14,7 +14,10 @@ the units an update divides its gradients by are host numbers: an int from the l
 or, where it returns a device tensor, the count the batch carries from the host (Batch.tgt_count,
 counted when collated; checked against the loss's own count at log time); the clipped gradient
 norm is read at log time too. Batches are built, padded and pinned a few ahead by a background
-thread (stream.Prefetcher, train.prefetch), in the same order, so a resumed run is unchanged.
+thread (stream.Prefetcher, train.prefetch), in the same order, so a resumed run is unchanged;
+there too a Batch's lengths are padded up to train.pad_to_multiple (bounded shapes for
+train.compile, which compiles the model and the loss as one function of a batch, and for
+train.cuda_graphs).
 One update sums the losses of `accum_steps` batches and divides
 the gradients by their total unit count: the loss is normalised per token (§5.4), whatever the
 batching. An optional `evaluate(model) -> dict` runs every `eval_every` steps (in eval mode, under
@@ -48,6 +51,7 @@ from tqdm.auto import tqdm
 
 from aiayn.config.train import TrainConfig
 from aiayn.devices import resolve_precision
+from aiayn.errors import UserError
 from aiayn.folder import load_weights
 from aiayn.training import distributed
 from aiayn.training.averaging import WeightAverage
@@ -104,6 +108,12 @@ class Trainer(TrainerState, Progress):
             if config.stop_when and evaluate is not None else None
         self._saturated_at: int | None = None  # the step whose evaluation met the rule
         self._feed: Prefetcher | None = None  # the batches, built ahead (while fit() runs)
+        # train.pad_to_multiple: bounded batch shapes (Batch.padded) for a compiled update
+        self.multiple = config.length_multiple(self.device.type)
+        self._graphs = config.cuda_graphs
+        if self._graphs and self.device.type != "cuda":
+            raise UserError(f"train.cuda_graphs=true: CUDA graphs need a CUDA device; this run "
+                            f"trains on {self.device} (train.device={config.device})")
 
     def fit(self, resume: bool | None = None) -> TrainResult:
         """Train (resume: continue the run in the folder; None: as the Run says) to the end of
@@ -126,10 +136,11 @@ class Trainer(TrainerState, Progress):
         log = MetricsLog(self.out, cfg.metrics_format, cfg.tensorboard,
                          resume_step=self.step if resume else None) \
             if self.world.is_main else _NoLog()
-        if cfg.compile:  # in place: every call of the model runs compiled (state_dict unchanged)
-            self.model.compile()
         if self.world.active:
             self.net = distributed.wrap(self.net, self.device, self._leaves_parameters_unused())
+        if cfg.compile:  # model + loss: one compiled function of a batch (the model's state
+            # unchanged; evaluation runs it eagerly), dynamic: one graph for every batch size
+            self.net.compile(dynamic=True, mode="reduce-overhead" if self._graphs else None)
         self._feed = Prefetcher(self.batches, self._take, cfg.prefetch,
                                 pin=self.device.type == "cuda")
         self._mark_boundary(self.elapsed)
@@ -165,6 +176,7 @@ class Trainer(TrainerState, Progress):
         if self._precision_note:  # auto's choice, or bf16 emulated on this CPU
             self._say(self._precision_note)
         window = Window(time.monotonic())
+        t_first = time.monotonic()
         timed_saves = self._final_save_times()
         last: dict[str, Any] = {}
         stopped_by = "max_steps"
@@ -175,6 +187,9 @@ class Trainer(TrainerState, Progress):
                     stopped_by = reason
                     break
                 sums, units = self._update()
+                if cfg.compile and self.step == self._first_step + 1:
+                    self._say(f"compiled: the first update took {time.monotonic() - t_first:.1f} s "
+                              "(train.compile)")
                 elapsed = self._agreed_elapsed if self.world.active else time.monotonic() - start
                 self._mark_boundary(elapsed)
                 window.add(sums, units)
@@ -226,17 +241,26 @@ class Trainer(TrainerState, Progress):
         """This process's next batch: every world-size-th of the shared stream (called by the
         Prefetcher, on its thread)."""
         if not self.world.active:
-            return next(stream)
+            batch = next(stream)
+            return self._bounded(batch)
         batch = None
         for rank in range(self.world.size):
             if rank == self.world.rank:
                 batch = next(stream)
             else:
                 stream.skip()
-        return batch
+        return self._bounded(batch)
+
+    def _bounded(self, batch: Any) -> Any:
+        """A Batch with its lengths padded up to train.pad_to_multiple (other batches as
+        they are)."""
+        return batch.padded(self.multiple) if self.multiple > 1 and hasattr(batch, "padded") \
+            else batch
 
     def _forward(self, batch: Any) -> tuple[Tensor, int, dict[str, Any]]:
         """The loss function's (loss, units, sums) of a batch, under the training precision."""
+        if self._graphs:  # the replayed graphs write their outputs into the same memory
+            torch.compiler.cudagraph_mark_step_begin()
         with torch.autocast(self.device.type, dtype=self.autocast, enabled=self.autocast is not None):
             return self.net(batch)
 
@@ -270,6 +294,8 @@ class Trainer(TrainerState, Progress):
                 n = counted
             total_n += int(n)  # a device tensor only where the batch carries no host count
             for k, v in (("loss", loss.detach()), *extra.items()):
+                if self._graphs and isinstance(v, Tensor):  # kept past the next replay
+                    v = v.clone()
                 sums[k] = sums[k] + v if k in sums else v
         if self.world.active:
             sums, total_n = self._sum_over_processes(sums, total_n)
