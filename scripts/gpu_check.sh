@@ -2,7 +2,8 @@
 # The CUDA checks, on a machine with a GPU (CI has none). One short run, each step under its own
 # time limit, logs under $OUT (default out/gpu):
 #   1. tests/test_cuda.py: fused attention kernels, CPU == GPU with the same weights, search
-#      invariants, bf16 autocast training, resume and translation on the GPU;
+#      invariants, bf16 autocast training, resume and translation on the GPU, no host sync in an
+#      update (eager, padded, compiled, CUDA graphs);
 #   2. the GPU figures: benchmarks/train_throughput.py and decode_speed.py with --device cuda
 #      (aiayn beside torch.nn.Transformer and HF Marian, in one run); train_gpu.py: the real
 #      `aiayn train` path beside the bare compiled loop and nn.Transformer (issue 38);
@@ -54,6 +55,10 @@ step train_gpu "${TRAIN_GPU_S:-300}" python3 benchmarks/train_gpu.py --device cu
     --json "$OUT/train_gpu.json"
 step train_gpu_demo 120 python3 benchmarks/train_gpu.py --device cuda --config demo \
     --steps 200 --warmup 20 --no-compile
+# The demo (0.9M parameters) compiled and replayed as CUDA graphs (train.cuda_graphs), its
+# lengths padded to 16 (train.pad_to_multiple): the small model's launch overhead gone.
+step train_gpu_demo_graphs 180 python3 benchmarks/train_gpu.py --device cuda --config demo \
+    --steps 200 --warmup 20 --compile --set train.cuda_graphs=true train.pad_to_multiple=16
 step decode_speed 60 python3 benchmarks/decode_speed.py --device cuda --batch 256 --repeats 5
 # Issue 32 on a GPU: two rows of Table 3 end to end (trained, scored, tabled; --jobs auto is one
 # row at a time there), on a tiny budget.

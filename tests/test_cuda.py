@@ -208,15 +208,13 @@ def test_validation_between_the_trainers_gpu_updates_reads_the_current_weights()
     assert (seen - first).abs().max() > 1e-2  # the premise: the weights moved
 
 
-def test_the_trainers_steady_updates_make_no_host_synchronisation(tmp_path):
-    """Issue 38: the GPU runs ahead of the host. Updates 3 to 7 of 8 (not the first two, whose
-    allocations and cuBLAS set-up may wait; not the logged eighth, which reads the sums) run
-    under torch.cuda.set_sync_debug_mode("error"): any wait for the GPU inside them (.item(),
-    float(loss), int(n), a blocking copy) raises. bf16, gradient accumulation and clipping on,
-    the running weight average and the batch thread as by default."""
+def _sync_free_run(tmp_path, settings: dict, dropout: float = 0.1):
+    """A tiny model's 8 updates whose steady ones (3 to 7: not the first two, whose allocations,
+    cuBLAS set-up and compilation may wait; not the logged eighth, which reads the sums) run
+    under torch.cuda.set_sync_debug_mode("error"). The task's own loss (translation_loss)."""
     from aiayn.config import TrainConfig
     from aiayn.data.batching import collate
-    from aiayn.training.losses import label_smoothed_nll
+    from aiayn.tasks.translation import translation_loss
     from aiayn.training.stream import BatchStream
     from aiayn.training.trainer import Trainer
 
@@ -226,16 +224,13 @@ def test_the_trainers_steady_updates_make_no_host_synchronisation(tmp_path):
     stream = BatchStream(lambda epoch: [list(range(i, i + 8)) for i in range(0, 64, 8)],
                          lambda idx: collate([(seqs[i], seqs[i]) for i in idx], PAD))
 
-    def loss_fn(model, batch):
-        loss, nll, n = label_smoothed_nll(model(batch.src, batch.tgt_in), batch.tgt_out, 0.1, PAD)
-        return loss, n, {"nll": nll}
-
     torch.manual_seed(0)
-    model = Transformer(preset("tiny", vocab_size=40, d_model=32, d_ff=64, dropout=0.1))
-    cfg = TrainConfig(device="cuda", precision="bf16", max_steps=8, log_every=8, accum_steps=2,
-                      clip_norm=1.0, lr=1e-3, warmup_steps=2, eval_every=0, save_every=0,
-                      tensorboard=False, progress=False)
-    trainer = Trainer(model, cfg, stream, loss_fn, tmp_path, family="transformer")
+    model = Transformer(preset("tiny", vocab_size=40, d_model=32, d_ff=64, dropout=dropout))
+    cfg = TrainConfig(**{**dict(device="cuda", precision="bf16", max_steps=8, log_every=8,
+                                accum_steps=2, clip_norm=1.0, lr=1e-3, warmup_steps=2,
+                                eval_every=0, save_every=0, tensorboard=False, progress=False),
+                         **settings})
+    trainer = Trainer(model, cfg, stream, translation_loss(0.1), tmp_path, family="transformer")
     update, strict = trainer._update, []
 
     def checked():
@@ -251,3 +246,30 @@ def test_the_trainers_steady_updates_make_no_host_synchronisation(tmp_path):
     result = trainer.fit()
     assert strict.count(True) == 5 and result.step == 8
     assert result.metrics["loss"] > 0 and result.metrics["grad_norm"] > 0  # read at log time
+    return result
+
+
+# Compiled: lengths padded to 16, so every batch (sources and targets of 3 to 8 tokens) has one
+# shape, compiled and (CUDA graphs) recorded in the first two updates.
+COMPILED = {"compile": True, "pad_to_multiple": 16}
+
+
+@pytest.mark.parametrize("settings", [{}, {"pad_to_multiple": 8}, COMPILED,
+                                      {**COMPILED, "cuda_graphs": True}],
+                         ids=["eager", "padded", "compiled", "cuda-graphs"])
+def test_the_trainers_steady_updates_make_no_host_synchronisation(tmp_path, settings):
+    """Issue 38: the GPU runs ahead of the host: any wait for the GPU inside a steady update
+    (.item(), float(loss), int(n), a boolean mask's nonzero, a blocking copy) raises. bf16,
+    gradient accumulation and clipping on, the running weight average and the batch thread as
+    by default; eager (the loss on the non-pad rows the host located), on padded batches (the
+    padding masked), compiled, and replayed as CUDA graphs."""
+    _sync_free_run(tmp_path, settings)
+
+
+def test_cuda_graphs_train_as_the_eager_update(tmp_path):
+    """train.cuda_graphs: the same losses as the eager run (fp32, no dropout: the compiled
+    kernels draw other masks; their order of sums differs)."""
+    eager = _sync_free_run(tmp_path / "eager", {"precision": "fp32", "pad_to_multiple": 16}, 0.0)
+    graphs = _sync_free_run(tmp_path / "graphs", {**COMPILED, "cuda_graphs": True,
+                                                  "precision": "fp32"}, 0.0)
+    assert graphs.metrics["loss"] == pytest.approx(eager.metrics["loss"], rel=1e-3)
