@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import time
 
 from aiayn.cli.common import (
     beam_size,
@@ -176,26 +175,9 @@ def _check_search_flags(translator, args: argparse.Namespace) -> None:
 
 
 def _check_memory(translator, sentences: list[str], args: argparse.Namespace) -> None:
-    """--beam and --batch-size within the memory, before decoding: each of the worker processes
-    decodes a batch of sentences, every beam of a sentence a row of keys and values reaching
-    the source's length plus the output's (§6.1: at most the input + max_extra tokens)."""
-    from aiayn.generation.config import GenerationConfig
-    from aiayn.generation.workers import resolve_workers
-    from aiayn.sizes import check_count, row_bytes
-
-    if not sentences:
-        return
-    cfg, device = translator.model.config, translator.device
-    src = min(max(len(translator.encode_source(s)) for s in sentences), cfg.max_len)
-    out = src + GenerationConfig.max_extra
-    each = row_bytes(cfg, 1, src + out, kept=out)
-    beam = translator.search_options(args.beam)["beam"]
-    check_count("--beam", beam, each, "the search of one sentence", device=device)
-    batches = -(-len(sentences) // args.batch_size)
-    side_by_side = min(resolve_workers(args.workers, device), batches)
-    check_count("--batch-size", args.batch_size, beam * each * side_by_side,
-                f"{side_by_side} batch(es) of sentences with beam {beam} at once",
-                used=min(args.batch_size, len(sentences)), device=device)
+    """--beam and --batch-size within the memory, before decoding (Translator.check_memory)."""
+    translator.check_memory(sentences, args.beam, args.batch_size, args.workers,
+                            names=("--beam", "--batch-size"))
 
 
 def _load_translator(args: argparse.Namespace):
@@ -284,40 +266,19 @@ def _summarize(args: argparse.Namespace) -> int:
 @runs_model
 def _eval(args: argparse.Namespace) -> int:
     from aiayn.data.parallel import read_parallel
-    from aiayn.generation.workers import resolve_workers
-    from aiayn.summarization import rouge_scores
-    from aiayn.tasks.translation import score_translations
+    from aiayn.tasks.evaluation import evaluate
 
     if args.hyp:
         writable_file("--hyp", args.hyp, {"--src": args.src, "--ref": args.ref})
     pairs = read_parallel(args.src, args.ref, allow_empty=True)  # a line may be empty: scored
     _set_threads(args)
     translator = _load_translator(args)
-    search = translator.search_options(args.beam, args.alpha, args.length_penalty,
-                                       args.early_stopping, args.no_repeat_ngram_size)
     _check_search_flags(translator, args)
     _check_memory(translator, [s for s, _ in pairs], args)
-    start = time.perf_counter()
-    hyps = translator.translate([s for s, _ in pairs], **{**_translate_opts(args), **search})
-    seconds = time.perf_counter() - start
-    scores = score_translations(hyps, [r for _, r in pairs])
-    rouge = args.rouge or _summarizes(translator.meta)
-    if rouge:
-        scores.update(rouge_scores(hyps, [r for _, r in pairs]))
-    out_tokens = sum(len(translator.tokenizer.encode(h)) + 1 for h in hyps)
-    batches = -(-len(pairs) // args.batch_size)
-    workers = min(resolve_workers(args.workers, translator.device), max(batches, 1))
-    scores.update(sentences=len(pairs), seconds=round(seconds, 3),
-                  sentences_per_s=round(len(pairs) / seconds, 2),
-                  tokens_per_s=round(out_tokens / seconds, 1),
-                  **{**_decode_opts(args), **search, "workers": workers,
-                     "min_length": translator.length_limits(args.min_length)["min_length"]},
-                  threads=_threads(), device=args.device, precision=args.precision_run,
-                  precision_asked=args.precision, engine=args.engine)
-    if args.engine == "ctranslate2":  # its batches side by side and threads each
-        inter, intra = translator.engine.threads
-        scores.update(ct2_compute_type=args.ct2_compute_type, ct2_inter_threads=inter,
-                      ct2_intra_threads=intra)
+    scores, hyps = evaluate(translator, [s for s, _ in pairs], [r for _, r in pairs],
+                            **{**_translate_opts(args), "rouge": args.rouge or None,
+                               "precision": args.precision_run,
+                               "precision_asked": args.precision})
     if args.hyp:
         from aiayn.folder import atomic_write_text
         atomic_write_text(args.hyp, "".join(h + "\n" for h in hyps))
@@ -327,26 +288,20 @@ def _eval(args: argparse.Namespace) -> int:
         print(f"BLEU {scores['bleu']:.2f}  ({scores['bleu_signature']})")
         print(f"chrF {scores['chrf']:.2f}  ({scores['chrf_signature']})")
         print(f"exact match {scores['exact_match']:.2f}% of {len(pairs)} sentences")
-        if rouge:
+        if "rouge1" in scores:
             print(f"ROUGE-1 {scores['rouge1']:.2f}  ROUGE-2 {scores['rouge2']:.2f}  ROUGE-L "
                   f"{scores['rougeL']:.2f}  (F-measure, Porter stemmer; rouge-score)")
         print(f"speed {scores['sentences_per_s']:.1f} sentences/s, {scores['tokens_per_s']:.0f} "
-              f"tokens/s (beam {search['beam']}, batch {args.batch_size}, precision "
+              f"tokens/s (beam {scores['beam']}, batch {args.batch_size}, precision "
               f"{args.precision_run}, {args.device})")
     return 0
 
 
 def _summarizes(meta: dict) -> bool:
-    """Whether a model folder's validation scored ROUGE (translation.reports_rouge of its
-    config.json's data settings: trained on a summarization corpus, or data.valid_rouge), so
-    that `aiayn eval` reports it unasked; False for a folder without them (an imported one)."""
-    from aiayn.tasks.translation import DataConfig, reports_rouge
+    """Whether `aiayn eval` reports ROUGE unasked for a folder (aiayn.tasks.evaluation.summarizes)."""
+    from aiayn.tasks.evaluation import summarizes
 
-    data = meta.get("experiment", {}).get("data")
-    try:
-        return reports_rouge(DataConfig.from_dict(data))
-    except (AttributeError, TypeError, UserError):  # no data settings, or not these
-        return False
+    return summarizes(meta)
 
 
 def _average(args: argparse.Namespace) -> int:

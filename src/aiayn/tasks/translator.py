@@ -177,11 +177,40 @@ class Translator:
             warn(f"{len(long)} input sentence(s) longer than the model's {limit} positions are "
                  f"cut to {limit} tokens (the first: sentence {long[0] + 1})")
         ids = [self.fit_source(x) for x in ids]
+        self.check_memory(ids, opts["beam"], batch_size, workers, max_extra)
         decode = decode_ids if self.engine is None else self.engine.decode_ids
         out = decode(self.model, ids, batch_size=batch_size, max_extra=max_extra,
                      device=self.device, workers=workers, **opts, **self.search_ids(),
                      **self.length_limits(min_length))
         return [self.tokenizer.decode(t) for t in out]
+
+    def check_memory(self, sources: Sequence[str] | Sequence[list[int]], beam: int | None = None,
+                     batch_size: int = 64, workers: int | str = 1, max_extra: int | None = None,
+                     names: tuple[str, str] = ("beam", "batch_size")) -> None:
+        """Refuse (UserError, aiayn.sizes.check_count) a beam and a batch size that do not fit the
+        memory, before decoding: each of the worker processes decodes a batch of sentences,
+        every beam of a sentence a row of keys and values reaching the source's length plus the
+        output's (§6.1: at most the input + max_extra tokens, default 50). `sources`: the sentences, or
+        their ids as encode_source gives them; `names`: how the messages name the beam and the
+        batch size (the CLI's "--beam", "--batch-size"). translate() checks its inputs so."""
+        from aiayn.generation.config import GenerationConfig
+        from aiayn.generation.workers import resolve_workers
+        from aiayn.sizes import check_count, row_bytes
+
+        if not sources:
+            return
+        cfg = self.model.config
+        ids = [self.encode_source(s) if isinstance(s, str) else s for s in sources]
+        src = min(max(len(x) for x in ids), cfg.max_len)
+        out = src + (GenerationConfig.max_extra if max_extra is None else max_extra)
+        each = row_bytes(cfg, 1, src + out, kept=out)
+        beam = self.search_options(beam)["beam"]
+        check_count(names[0], beam, each, "the search of one sentence", device=self.device)
+        batches = -(-len(ids) // batch_size)
+        side_by_side = min(resolve_workers(workers, self.device), batches)
+        check_count(names[1], batch_size, beam * each * side_by_side,
+                    f"{side_by_side} batch(es) of sentences with beam {beam} at once",
+                    used=min(batch_size, len(ids)), device=self.device)
 
     def encode_target(self, text: str) -> list[int]:
         """The target ids a model is trained to produce before </s>: the subwords of `text`;
