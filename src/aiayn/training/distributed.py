@@ -167,6 +167,8 @@ def wrap(step: LossModule, device: torch.device, unused_parameters: bool = False
     function's (loss, units, sums), and its backward sums the gradients across processes.
 
     The buffers are constants (sinusoids, masks), so they are not re-synchronised every step.
+    DDP's buckets (25 MB) are all-reduced while the backward goes on; the gradients are views of
+    them (gradient_as_bucket_view: no copy in or out, no second copy in memory).
     `unused_parameters`: the loss leaves some parameters without a gradient (e.g. the masked-LM
     head while a classifier is fine-tuned); DDP then looks for them after every forward."""
     ddp = nn.parallel.DistributedDataParallel
@@ -174,7 +176,8 @@ def wrap(step: LossModule, device: torch.device, unused_parameters: bool = False
     no_sync = "forward_sync_buffers" if "forward_sync_buffers" in \
         inspect.signature(ddp.__init__).parameters else "broadcast_buffers"
     ids = [device.index] if device.type == "cuda" else None
-    return ddp(step, device_ids=ids, find_unused_parameters=unused_parameters, **{no_sync: False})
+    return ddp(step, device_ids=ids, find_unused_parameters=unused_parameters,
+               gradient_as_bucket_view=True, **{no_sync: False})
 
 
 def finish() -> None:
