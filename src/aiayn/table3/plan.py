@@ -128,6 +128,19 @@ def row_experiment(row: Row, seed: int, plan: Plan, folder: Path):
                                   data=data_section(plan.corpus))
 
 
+def row_device(plan: Plan) -> str:
+    """The rows' train.device, as written: the scale's config under the plan's overrides (no row
+    sets it), read without building an experiment; TrainConfig's default where neither sets it.
+    check_rows has checked each row's whole experiment (the device available)."""
+    from aiayn.config.experiment import CONFIG_DIR, apply_overrides, read_config_file
+    from aiayn.config.train import TrainConfig
+
+    path = CONFIG_DIR / f"{SCALES[plan.scale].config}.yaml"
+    raw = apply_overrides(read_config_file(path), plan.overrides, str(path))
+    train = raw.get("train") if isinstance(raw.get("train"), dict) else {}
+    return str(train.get("device", TrainConfig.device))
+
+
 def check_rows(plan: Plan, rows: list[Row]) -> None:
     """Every row's experiment builds: the plan's overrides over each row's settings are valid
     (a d_model that h=16 does not divide, an unknown key), refused naming the row before
@@ -205,5 +218,6 @@ def nothing_done(out: Path) -> bool:
 
 
 __all__ = ["MAX_SEEDS", "PLAN_FILE", "SHARED", "Plan", "check_plan", "check_rows", "corpus_content",
-           "data_section", "default_updates", "nothing_done", "read_plan", "row_experiment",
+           "data_section", "default_updates", "nothing_done", "read_plan", "row_device",
+           "row_experiment",
            "row_settings", "same_setting", "steps_ratio"]

@@ -28,6 +28,7 @@ updates and every row the same fraction of the paper's steps.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -173,12 +174,24 @@ def model_config(s: dict[str, Any], vocab_size: int, max_len: int = 1024):
 def count_parameters(s: dict[str, Any], vocab_size: int = PAPER_VOCAB, max_len: int = 1024) -> int:
     """The parameters of the model of settings `s` (aiayn.sizes.count_parameters: built on the
     meta device, no memory): one shared embedding matrix (§3.4) and every layer's weights and
-    biases, as the paper counts; a learned position table (row E) counts too."""
+    biases, as the paper counts; a learned position table (row E) counts too. Counted once per
+    shape (SHAPE's columns, the vocabulary, max_len) in a process: the rows that differ only in
+    dropout, label smoothing or steps (D, and each row's time estimate against base) share it."""
+    return _count_shape(tuple(s[k] for k in SHAPE), vocab_size, max_len)
+
+
+# The columns a parameter count reads (P_drop, eps_ls and steps hold no parameters).
+SHAPE = ("N", "d_model", "d_ff", "h", "d_k", "d_v", "positions")
+
+
+@functools.lru_cache(maxsize=1024)
+def _count_shape(shape: tuple, vocab_size: int, max_len: int) -> int:
     from aiayn.sizes import count_parameters as count
 
-    return count(model_config(s, vocab_size, max_len))
+    return count(model_config({**BASE, **dict(zip(SHAPE, shape, strict=True))}, vocab_size,
+                              max_len))
 
 
 __all__ = ["BASE", "COLUMNS", "DEFAULT_GROUPS", "GROUPS", "PAPER_VOCAB", "ROWS", "Row", "SCALES",
-           "Scale", "count_parameters", "model_config", "model_overrides", "select_rows",
+           "SHAPE", "Scale", "count_parameters", "model_config", "model_overrides", "select_rows",
            "settings"]

@@ -48,6 +48,7 @@ from aiayn.table3.plan import (
     check_rows,
     default_updates,
     read_plan,
+    row_device,
     row_experiment,
     row_settings,
     steps_ratio,
@@ -68,26 +69,30 @@ BEAM, ALPHA = 4, 0.6  # §6.1; Table 3 decodes with beam search and no checkpoin
 
 # -- one row -------------------------------------------------------------------------------------
 
-def dev_pairs(exp, limit: int | None) -> list[tuple[str, str]]:
-    """The dev split the row is scored on: the corpus's validation pairs (the first `limit`)."""
+def dev_pairs(exp, limit: int | None, splits: dict[str, Any] | None = None
+              ) -> list[tuple[str, str]]:
+    """The dev split the row is scored on: the corpus's validation pairs (the first `limit`), of
+    `splits` (what the row's training read: train's result.splits), else read here."""
     from aiayn.tasks.translation import load_pairs
 
-    pairs = load_pairs(exp.data)["valid"]
+    pairs = (splits if splits is not None else load_pairs(exp.data))["valid"]
     return pairs[:limit] if limit else pairs
 
 
-def evaluate_run(folder: Path, dev: Sequence[tuple[str, str]], device: str) -> dict[str, Any]:
+def evaluate_run(model, dev: Sequence[tuple[str, str]], device: str = "cpu") -> dict[str, Any]:
     """Table 3's scores of a trained run: dev sacreBLEU with beam 4 (alpha 0.6) and PPL = exp
-    of the NLL per target subword (no label smoothing), from the folder's final weights."""
-    from aiayn.tasks.translation import score_translations
+    of the NLL per target subword (no label smoothing), of `model`: the Translator training
+    left in memory (train's result.trained, the folder's final weights), or a run's folder,
+    loaded on `device`."""
+    from aiayn.tasks.evaluation import evaluate
     from aiayn.tasks.translator import Translator
 
-    translator = Translator.load(folder, device=device)
+    translator = model if isinstance(model, Translator) else Translator.load(model, device=device)
     sources, refs = [s for s, _ in dev], [t for _, t in dev]
     # one process: worker processes (translate's --workers) cost more to start than they save
     # on a dev split of a small model
-    hyps = translator.translate(sources, beam=BEAM, alpha=ALPHA, length_penalty="gnmt")
-    scores = score_translations(hyps, refs)
+    scores = evaluate(translator, sources, refs, beam=BEAM, alpha=ALPHA, length_penalty="gnmt",
+                      rouge=False).record
     scored = translator.score(sources, refs)
     nll = -sum(x["logprob"] for x in scored) / max(sum(x["tokens"] for x in scored), 1)
     return {"bleu": scores["bleu"], "chrf": scores["chrf"], "ppl": math.exp(nll), "nll": nll,
@@ -98,7 +103,10 @@ def run_row(row: Row, seed: int, plan: Plan, out: Path, resume: bool,
             say: Callable[[str], None]) -> dict[str, Any] | None:
     """Train (or resume) and score one row and seed; its result record, also written to
     results/ROW-seedK.json. Under torchrun every process trains the row (data-parallel, as
-    `aiayn train` does) and rank 0 scores it; the others return None."""
+    `aiayn train` does) and rank 0 scores it, the model training left in memory on the pairs it
+    read; the others return None. The processes are those run_table joined, once per table (a
+    row run alone under torchrun joins them as it trains)."""
+    from aiayn.devices import launched
     from aiayn.tasks.translation import train
     from aiayn.training.checkpoint import TRAIN_STATE_FILE
 
@@ -110,10 +118,13 @@ def run_row(row: Row, seed: int, plan: Plan, out: Path, resume: bool,
         say(f"  {row.name} seed {seed}: resuming the run in {folder}")
     elif folder.is_dir() and resume:
         say(f"  {row.name} seed {seed}: cut before its first checkpoint; starting it again")
-    result = train(exp, resume=again, say=lambda m: say(f"  {row.name} seed {seed}: {m}"))
+    world = distributed.world()
+    joined = world.active or not launched()
+    result = train(exp, resume=again, say=lambda m: say(f"  {row.name} seed {seed}: {m}"),
+                   world=world if joined else None)
     if result.interrupted:
         raise KeyboardInterrupt
-    if not distributed.world().is_main:  # under torchrun rank 0 alone scores and writes
+    if not world.is_main:  # under torchrun rank 0 alone scores and writes
         distributed.all_sum([0.0])  # waits for it, so the next row starts together
         return None
     try:
@@ -134,7 +145,7 @@ def _score_row(row: Row, seed: int, plan: Plan, out: Path, exp, folder: Path, re
     threads = torch.get_num_threads()
     try:  # decode on the threads the row trained on (one at the cpu scale: --jobs rows a core each)
         torch.set_num_threads(exp.train.threads or threads)
-        scores = evaluate_run(folder, dev_pairs(exp, plan.dev_pairs), device)
+        scores = evaluate_run(result.trained, dev_pairs(exp, plan.dev_pairs, result.splits))
     finally:
         torch.set_num_threads(threads)
     s = row_settings(row, plan)
@@ -221,7 +232,7 @@ def run_table(plan: Plan, out: str | Path, resume: bool = False,
     out = Path(out)
     rows = select_rows(plan.groups)
     check_rows(plan, rows)  # a row's bad setting: refused before anything is written
-    world = distributed.setup(_device(plan))  # under torchrun: join its processes
+    world = distributed.setup(row_device(plan))  # under torchrun: join its processes, once
     if world.active:
         if jobs not in (1, "auto"):
             raise UserError(f"--jobs {jobs}: under torchrun every row trains on all "
@@ -283,12 +294,7 @@ def auto_jobs(plan: Plan) -> int:
 
     from aiayn.devices import resolve_device
 
-    return (os.cpu_count() or 1) if resolve_device(_device(plan)) == "cpu" else 1
-
-
-def _device(plan: Plan) -> str:
-    """The rows' train.device (the scale's config and the plan's overrides)."""
-    return row_experiment(select_rows("base")[0], 0, plan, Path(".")).train.device
+    return (os.cpu_count() or 1) if resolve_device(row_device(plan)) == "cpu" else 1
 
 
 def _announce(row: Row, seed: int, plan: Plan, say: Callable[[str], None]) -> None:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -301,14 +301,17 @@ def make_evaluate(tok: Tokenizer, valid_ids, data: DataConfig, eps: float,
 # -- train ---------------------------------------------------------------------------------------
 
 def train(exp: Experiment, resume: bool = False, out: str | Path | None = None,
-          say: Callable[[str], None] = print, *, meta: dict[str, Any] | None = None) -> TrainResult:
+          say: Callable[[str], None] = print, *, meta: dict[str, Any] | None = None,
+          world: distributed.World | None = None) -> TrainResult:
     """Run (or resume) the experiment into `out` (else the experiment's folder); the result
-    names the folder (result.folder). `meta` adds keys to its config.json ({"demo": true})."""
+    names the folder (result.folder), and holds the trained model as a Translator
+    (result.trained, the folder's weights) and the splits read (result.splits). `meta` adds keys
+    to its config.json ({"demo": true}); `world`: start_run's (processes joined already)."""
     # folders from before data.source_eos existed trained without it
     # the run's folder has one writer, this process, until its last save (aiayn.lock)
     with start_run(exp, resume, out, say, added={"data.source_eos": False, "data.objective": None,
                                                  "data.text": None,
-                                                 "data.valid_rouge": None}) as run:
+                                                 "data.valid_rouge": None}, world=world) as run:
         say, cfg, data = run.say, exp.train, exp.data
         t0 = time.monotonic()
         splits = load_documents(data) if data.objective else load_pairs(data)
@@ -341,8 +344,11 @@ def train(exp: Experiment, resume: bool = False, out: str | Path | None = None,
                                     cfg.seed, stops) if data.objective else \
             pair_batches(train_ids, cfg.max_tokens, cfg.seed)
         loss_fn = translation_loss(cfg.label_smoothing, counted_once)
-        return Trainer(model, cfg, batches, loss_fn, run, family=FAMILY, meta=meta,
-                       evaluate=evaluate).fit()
+        result = Trainer(model, cfg, batches, loss_fn, run, family=FAMILY, meta=meta,
+                         evaluate=evaluate).fit()
+        device = next(model.parameters()).device  # where the Trainer left it
+        meta = {**meta, "experiment": run.record} if run.record is not None else meta
+        return replace(result, trained=Translator(model, tok, device, meta), splits=splits)
 
 
 # What a pretrained folder's meta says of its vocabulary and how its model reads, which a model

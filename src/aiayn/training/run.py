@@ -65,6 +65,11 @@ class TrainResult:
     metrics: dict[str, Any] = field(default_factory=dict)
     folder: Path | None = None  # the model folder written
     why: str = ""  # why it stopped, in words: "train.max_steps=20 reached", ...
+    # What the task holds in memory at the end, for a caller to score without reading the folder
+    # back (table3): its user-facing object over the trained model, whose weights are the
+    # folder's (Trainer.fit), and the data it read by split. None where a task sets none.
+    trained: Any = None
+    splits: dict[str, Any] | None = None
 
     @property
     def exit_code(self) -> int:
@@ -124,7 +129,7 @@ def folder_run(folder: str | Path, train: TrainConfig) -> Run:
 def start_run(exp: Experiment, resume: bool = False, out: str | Path | None = None,
               say: Callable[[str], None] = print, *, inputs: dict[str, Any] | None = None,
               may_change: Sequence[str] = (), added: dict[str, Any] | None = None,
-              stage: str | None = None) -> Run:
+              stage: str | None = None, world: distributed.World | None = None) -> Run:
     """Start (or resume) `exp` into `out` (else the experiment's folder); see the module's doc.
 
     `inputs`: what the task reads besides the config, recorded beside it ({"texts": [...]});
@@ -132,10 +137,12 @@ def start_run(exp: Experiment, resume: bool = False, out: str | Path | None = No
     `added`: settings aiayn gained after some folders were written, with the value that means
     what those folders did ({"data.source_eos": False}; see check_resume);
     `stage`: a first stage's subfolder (the classifier's "pretrain"): a resumed run whose folder
-    has no train state yet continues that stage's."""
+    has no train state yet continues that stage's;
+    `world`: the processes as a caller that starts many runs joined them, once (table3: once
+    per table); None: joined here (distributed.setup)."""
     folder = require_out(exp, out)
     refuse_inside_model_folder(folder)  # another model's checkpoints/ or a folder within one
-    world = distributed.setup(exp.train.device)
+    world = distributed.setup(exp.train.device) if world is None else world
     record = {k: v for k, v in exp.to_dict().items() if k != "out"}
     record.update(inputs or {})
     record[CONTENT] = content_of(record)  # the data by content, for --resume
