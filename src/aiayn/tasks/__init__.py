@@ -9,7 +9,8 @@ files.
     text_classification    encoder-only (BERT-style): MLM, then labels     -> TextEncoder
     image_classification   Vision Transformer on labelled images           -> ImageClassifier
 
-The Translator has a module of its own (translator; translation re-exports it).
+The Translator has a module of its own (translator; translation re-exports it), and so has
+the scoring of one on a test set (evaluation: what `aiayn eval` prints, table3 records).
 No task imports another; the generic pieces live in aiayn.data, aiayn.training, aiayn.generation.
 """
 
