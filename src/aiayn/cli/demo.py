@@ -24,7 +24,6 @@ from __future__ import annotations
 import json
 import shutil
 import sys
-import time
 from pathlib import Path
 
 from aiayn.cli.common import beam_size
@@ -149,7 +148,7 @@ def _run(exp, out: Path, beam: int, test_limit: int | None) -> int:
             print(f"aiayn: interrupted; {out} left as it was", file=sys.stderr)
             return result.exit_code
         _say(f"trained {result.step} steps in {result.seconds:.0f} s; stopped: {result.why}")
-        test = (translation.load_pairs(exp.data).get("test") or [])[:test_limit]
+        test = (result.splits.get("test") or [])[:test_limit]  # the pairs training read
         if not test:
             raise UserError("the demo corpus has no test split")
         metrics, hyps, example = _test_and_show(tmp, test, beam, result)
@@ -173,17 +172,17 @@ def _run(exp, out: Path, beam: int, test_limit: int | None) -> int:
 def _test_and_show(folder: Path, test, beam: int, result):
     """Score the test split, write metrics.json and attention.png into `folder`."""
     from aiayn.folder.files import atomic_write_text
-    from aiayn.tasks import translation
+    from aiayn.tasks.evaluation import evaluate
+    from aiayn.tasks.translator import Translator
 
-    translator = translation.Translator.load(folder)
-    start = time.perf_counter()
-    hyps = translator.translate([s for s, _ in test], beam=beam, workers="auto")  # as `aiayn eval`
-    decode_seconds = time.perf_counter() - start
-    scores = translation.score_translations(hyps, [t for _, t in test])
+    translator = Translator.load(folder)
+    # workers "auto", as `aiayn eval`
+    scores, hyps = evaluate(translator, [s for s, _ in test], [t for _, t in test], beam=beam,
+                            workers="auto", rouge=False)
     metrics = {"exact_match": scores["exact_match"], "bleu": scores["bleu"],
                "chrf": scores["chrf"], "train_seconds": round(result.seconds, 1),
                "steps": result.step, "test_sentences": len(test), "beam": beam,
-               "decode_seconds": round(decode_seconds, 2),
+               "decode_seconds": round(scores["seconds"], 2),
                "parameters": translator.model.num_parameters(),
                "bleu_signature": scores["bleu_signature"],
                "chrf_signature": scores["chrf_signature"]}
