@@ -70,6 +70,10 @@ def test_translate_checks_the_memory_as_the_cli_does_naming_its_arguments(traine
         translator.check_memory(["1 2"], beam=64, names=("--beam", "--batch-size"))
     monkeypatch.setattr(sizes, "available_bytes", lambda device=None: 2**40)
     assert len(translator.translate(sentences[:3], beam=2)) == 3  # what fits decodes
+    for bad in ({"beam": 0}, {"batch_size": 0}):  # refused by the search, naming the parameter
+        name = next(iter(bad))
+        with pytest.raises(ValueError, match=rf"^{name}=0: must be a positive integer"):
+            translator.translate(["1"], **bad)
 
 
 def test_a_test_set_and_its_references_must_pair_up(trained):

@@ -197,14 +197,14 @@ class Translator:
         from aiayn.generation.workers import resolve_workers
         from aiayn.sizes import check_count, row_bytes
 
-        if not sources:
-            return
+        beam = self.search_options(beam)["beam"]
+        if not sources or not all(isinstance(n, int) and n >= 1 for n in (beam, batch_size)):
+            return  # nothing to decode, or a value the search refuses, naming it
         cfg = self.model.config
         ids = [self.encode_source(s) if isinstance(s, str) else s for s in sources]
         src = min(max(len(x) for x in ids), cfg.max_len)
         out = src + (GenerationConfig.max_extra if max_extra is None else max_extra)
         each = row_bytes(cfg, 1, src + out, kept=out)
-        beam = self.search_options(beam)["beam"]
         check_count(names[0], beam, each, "the search of one sentence", device=self.device)
         batches = -(-len(ids) // batch_size)
         side_by_side = min(resolve_workers(workers, self.device), batches)
