@@ -219,5 +219,4 @@ def nothing_done(out: Path) -> bool:
 
 __all__ = ["MAX_SEEDS", "PLAN_FILE", "SHARED", "Plan", "check_plan", "check_rows", "corpus_content",
            "data_section", "default_updates", "nothing_done", "read_plan", "row_device",
-           "row_experiment",
-           "row_settings", "same_setting", "steps_ratio"]
+           "row_experiment", "row_settings", "same_setting", "steps_ratio"]
