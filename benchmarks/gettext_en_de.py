@@ -25,6 +25,7 @@ from pathlib import Path
 
 import torch
 
+from aiayn.folder.checkpoint import average_checkpoints
 from aiayn.tasks.translation import (
     Translator,
     experiment,
@@ -32,7 +33,6 @@ from aiayn.tasks.translation import (
     score_translations,
     train,
 )
-from aiayn.training.checkpoint import average_checkpoints
 
 ROOT = Path(__file__).resolve().parent.parent
 CONFIG = "gettext-small"  # the built-in config (aiayn/configs/gettext-small.yaml)

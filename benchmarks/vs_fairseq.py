@@ -332,7 +332,7 @@ def train_fairseq(out: Path, data: dict, seed: int, args) -> dict:
 
 def aiayn_step_model(run_dir: Path, step: int, final: int) -> Path:
     """A model folder holding the weights of numbered checkpoint `step` (the layout of
-    training/checkpoint.py: checkpoints/step_XXXXXXXX.safetensors), via `aiayn average --last 1`."""
+    folder/checkpoint.py: checkpoints/step_XXXXXXXX.safetensors), via `aiayn average --last 1`."""
     if step == final:
         return run_dir
     staging = run_dir.with_name(f"{run_dir.name}-ckpt{step}")

@@ -104,12 +104,6 @@ def test_no_task_imports_another_task():
     ("folder.families", {"config", "data", "errors", "models"}),
     ("folder.load", {"errors", "sizes", "folder.families", "folder.files", "folder.format",
                      "folder.weights"}),
-    # the old paths, kept as aliases of the modules that moved
-    ("files", {"folder.files"}),
-    ("lock", {"folder.lock"}),
-    ("families", {"folder.families"}),
-    ("api", {"folder.load"}),
-    ("presets", {"config"}),
 ])
 def test_lower_layers_import_nothing_above_them(low, allowed):
     for name in (n for n in MODULES if layer(n) == low):
@@ -152,7 +146,7 @@ def test_the_folders_torch_free_modules_load_no_torch():
     """The command line and the data layer read and write model folders through these; the
     package's torch-using names are imported on first use."""
     probe = ("import sys, aiayn.folder, aiayn.folder.files, aiayn.folder.format, "
-             "aiayn.folder.lock, aiayn.files, aiayn.lock\n"
+             "aiayn.folder.lock\n"
              "print(sorted(m for m in ('torch', 'numpy', 'safetensors') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
                          check=True).stdout

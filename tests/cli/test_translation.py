@@ -192,7 +192,7 @@ def test_average_last_two_checkpoints(trained, capsys, tmp_path):
 
 @pytest.mark.parametrize("experiment", [{"train": {"average_width": 0}}, {"train": {}}, "x"])
 def test_running_average_note_only_for_averaged_runs(experiment):
-    from aiayn.training.checkpoint import running_average_note
+    from aiayn.folder.checkpoint import running_average_note
 
     assert running_average_note({"experiment": experiment}) is None
     assert "average_width=0.05" in running_average_note(
@@ -460,7 +460,7 @@ def test_unavailable_device_is_one_line_before_any_folder(capsys, tmp_path):
 def test_a_run_stopped_before_its_first_checkpoint_is_no_dead_end(tmp_path, capsys):
     """Killed after the tokenizer was written but before any checkpoint: --resume says to start
     again, and a fresh run in the same folder does (the leftovers are aiayn's own)."""
-    from aiayn.training.checkpoint import STARTED_MARKER
+    from aiayn.folder.checkpoint import STARTED_MARKER
 
     config = write_config(tmp_path)
     out = tmp_path / "model"
@@ -499,7 +499,7 @@ def test_a_time_budget_ends_with_checkpoints_spaced_for_averaging(tmp_path, caps
     """§6.1 averages checkpoints written close together at the end of the run: with
     max_minutes, the last keep_last_n are written final_checkpoint_spacing x budget apart."""
     from aiayn.folder import list_checkpoints
-    from aiayn.training.checkpoint import load_train_state
+    from aiayn.folder.checkpoint import load_train_state
 
     # device cpu: steps at an even pace (on a GPU the first ones also start CUDA: 13 of 69
     # steps were done at 60% of the budget on an H200)

@@ -49,7 +49,7 @@ VARIANTS = {
     "separate target vocabulary": {"tgt_vocab_size": 131, "share_embeddings": False},
     "untied output, GELU, no biases, no sqrt(d_model)": {
         "tie_output": False, "activation": "gelu", "bias": False, "scale_embeddings": False},
-    # the family's encoder-decoders (aiayn.presets' _T5 and _BART options)
+    # the family's encoder-decoders (aiayn.config.presets' _T5 and _BART options)
     "T5 v1.0: relative position bias, RMSNorm, unscaled scores and output": {
         "positions": "none", "relative_attention_num_buckets": 8,
         "relative_attention_max_distance": 16, "norm": "rms_norm", "norm_first": True,
@@ -300,7 +300,7 @@ def test_while_another_process_exports_the_folder_a_second_is_refused_in_one_lin
 
     folder = random_folder(tmp_path / "m")
     src = str(Path(__file__).resolve().parents[2] / "src")
-    code = ("import sys, time\nfrom aiayn.lock import writer_lock\n"
+    code = ("import sys, time\nfrom aiayn.folder.lock import writer_lock\n"
             "with writer_lock(sys.argv[1]):\n    print('held', flush=True)\n    time.sleep(60)")
     holder = subprocess.Popen([sys.executable, "-c", code, str(folder / "ctranslate2")],
                               stdout=subprocess.PIPE, text=True,

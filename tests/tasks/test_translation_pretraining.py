@@ -15,9 +15,9 @@ from aiayn.data.noising import fill_spans
 from aiayn.data.tokenizer import Tokenizer
 from aiayn.errors import UserError
 from aiayn.folder import load_model
+from aiayn.folder.checkpoint import load_train_state
 from aiayn.generation.search import decode_ids
 from aiayn.tasks import translation
-from aiayn.training.checkpoint import load_train_state
 from tests.builders import run, write_config
 
 LETTERS = "a b c d e f g h".split()

@@ -7,7 +7,7 @@ import pytest
 
 from aiayn.config import TrainConfig
 from aiayn.errors import ConfigError
-from aiayn.training.checkpoint import load_train_state
+from aiayn.folder.checkpoint import load_train_state
 from aiayn.training.progress import StopRule
 from aiayn.training.trainer import Trainer
 from tests.training.test_trainer import copy_stream, loss_fn, quiet, random_sequences, tiny_model

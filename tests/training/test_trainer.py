@@ -9,8 +9,8 @@ from aiayn import Transformer, preset
 from aiayn.config import TrainConfig
 from aiayn.data.batching import collate
 from aiayn.folder import list_checkpoints
+from aiayn.folder.checkpoint import TRAIN_STATE_FILE, load_train_state
 from aiayn.generation.search import greedy_search
-from aiayn.training.checkpoint import TRAIN_STATE_FILE, load_train_state
 from aiayn.training.losses import label_smoothed_nll
 from aiayn.training.stream import BatchStream
 from aiayn.training.trainer import Trainer, seed_everything

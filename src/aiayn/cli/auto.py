@@ -32,8 +32,8 @@ BUILTIN_LANGUAGES = {"gettext": ("en", "de"), "dates-numbers": ("en", "de")}
 
 def train_auto(args: argparse.Namespace, overrides: list[str]) -> int:
     from aiayn.cli.common import report_training
+    from aiayn.config.experiment import apply_overrides
     from aiayn.tasks.translation import experiment, train
-    from aiayn.training.experiment import apply_overrides
 
     if args.minutes is None:
         raise UserError("`aiayn train auto` needs --minutes M: the training budget it plans for")
@@ -60,7 +60,7 @@ def train_auto(args: argparse.Namespace, overrides: list[str]) -> int:
 
 def _source(args: argparse.Namespace, overrides: list[str]) -> dict[str, Any]:
     """The data fields that name the corpus: --corpus DIR or the data.* overrides."""
-    from aiayn.training.experiment import apply_overrides
+    from aiayn.config.experiment import apply_overrides
 
     given = apply_overrides({}, [o for o in overrides if o.split("=")[0].removeprefix("data.")
                                  in SOURCE_KEYS and o.startswith("data.")], "train auto")
@@ -112,9 +112,9 @@ def _plan(facts, minutes: float, overrides: list[str]):
     (train.device, train.threads overrides; else this machine's)."""
     import torch
 
+    from aiayn.config.experiment import apply_overrides
     from aiayn.devices import resolve_device
     from aiayn.training.auto_recipe import Budget, plan
-    from aiayn.training.experiment import apply_overrides
 
     train = apply_overrides({}, [o for o in overrides if o.startswith("train.")],
                             "train auto").get("train", {})

@@ -214,7 +214,7 @@ def _translate_opts(args: argparse.Namespace) -> dict:
 
 
 def _train(args: argparse.Namespace) -> int:
-    from aiayn.families import task_family
+    from aiayn.folder.families import task_family
     from aiayn.tasks.translation import experiment, train
 
     if args.config == "auto":  # a recipe chosen for the corpus and --minutes
@@ -306,7 +306,7 @@ def _summarizes(meta: dict) -> bool:
 
 def _average(args: argparse.Namespace) -> int:
     from aiayn.folder import read_meta
-    from aiayn.training.checkpoint import (
+    from aiayn.folder.checkpoint import (
         average_checkpoints,
         averaging_warning,
         load_train_state,

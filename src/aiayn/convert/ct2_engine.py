@@ -3,7 +3,7 @@ search rules.
 
 The folder keeps its CTranslate2 directory in `ctranslate2/` (`ctranslate2-step_N/` for a saved
 checkpoint), float32 weights exported on first use (aiayn.convert.ctranslate2) by that
-directory's one writer (aiayn.lock), and exported again when the model's weights file changed
+directory's one writer (aiayn.folder.lock), and exported again when the model's weights file changed
 (a run that trained on). CTranslate2 quantizes when it loads them (`compute_type`: int8, ...).
 
     Translator.load(folder, engine="ctranslate2", compute_type="int8", inter_threads=2,
@@ -102,7 +102,7 @@ def engine_dir(folder: str | Path, checkpoint: int | None = None) -> Path:
 
 
 def _export_again(folder: Path, out: Path, stamp: dict[str, Any], checkpoint: int | None) -> None:
-    from aiayn.lock import FolderBusy, holder, writer_lock
+    from aiayn.folder.lock import FolderBusy, holder, writer_lock
 
     with contextlib.ExitStack() as held:
         try:

@@ -21,7 +21,7 @@ as its fairseq and OpenNMT-py converters do) and keeps aiayn's conventions:
     meta "special_ids" (imported BART)      their strings; BART's decoder starts from </s>
     meta "source_eos" (Marian, BART, T5)    add_source_eos: </s> after every source
     meta "source_bos" (imported BART)       add_source_bos: <s> before every source
-  T5 and BART's options (aiayn.presets):
+  T5 and BART's options (aiayn.config.presets):
     relative_attention_num_buckets (T5)     relative_attention_bias: the stack's one table on
                                             every self-attention, its max distance
     norm="rms_norm", no biases (T5)         rms_norm (gamma only)
@@ -57,8 +57,8 @@ from typing import Any
 
 from aiayn.config import options
 from aiayn.errors import UserError
-from aiayn.families import TRANSLATION
 from aiayn.folder import TOKENIZER_FILE, checkpoint_path, load_model, new_folder, require_new_folder
+from aiayn.folder.families import TRANSLATION
 
 # ctranslate2's weight types (ctranslate2.specs.model_spec.ACCEPTED_MODEL_TYPES) that make sense
 # on a CPU or a GPU: --quantization's choices

@@ -38,7 +38,6 @@ from torch import Tensor, nn
 from aiayn.convert.hf_original import restore
 from aiayn.data.special import BOS, BOS_TOKEN, EOS, EOS_TOKEN, PAD, PAD_TOKEN, UNK_TOKEN
 from aiayn.errors import UserError
-from aiayn.families import ENCODER, FAMILIES, LANGUAGE_MODEL, TRANSLATION, VIT
 from aiayn.folder import (
     TOKENIZER_FILE,
     atomic_write,
@@ -47,6 +46,7 @@ from aiayn.folder import (
     new_folder,
     require_new_folder,
 )
+from aiayn.folder.families import ENCODER, FAMILIES, LANGUAGE_MODEL, TRANSLATION, VIT
 
 
 def _gpt2(config: Any, meta: dict[str, Any]) -> dict[str, Any]:

@@ -161,7 +161,7 @@ def model_overrides(s: dict[str, Any]) -> list[str]:
 def model_config(s: dict[str, Any], vocab_size: int, max_len: int = 1024):
     """The TransformerConfig of settings `s` (the paper's defaults for everything else)."""
     from aiayn.config import TransformerConfig
-    from aiayn.training.experiment import parse_value
+    from aiayn.config.experiment import parse_value
 
     fields = {}
     for item in model_overrides(s):

@@ -16,7 +16,7 @@ table3-base.yaml) with the row's model and label smoothing (rows.model_overrides
 data, budget and seed. Every row is scored the same way, as the paper's Table 3: the dev split
 (the corpus's "valid"), beam 4 with alpha 0.6 (§6.1), sacreBLEU, the final weights (no checkpoint
 averaging: train.average_width=0), and PPL = exp of the dev NLL per target subword (</s>
-included) without label smoothing. The folder has one writer (aiayn.lock), as a model folder.
+included) without label smoothing. The folder has one writer (aiayn.folder.lock), as a model folder.
 What the rows share, and each row's experiment: plan.py.
 
 Rows run one after another, or `jobs` at a time in processes of their own (a row per CPU core).
@@ -39,7 +39,7 @@ from typing import Any
 from aiayn.config.files import load_json, read_text
 from aiayn.errors import UserError
 from aiayn.folder import atomic_write_text
-from aiayn.lock import writer_lock
+from aiayn.folder.lock import writer_lock
 from aiayn.table3.plan import (
     PLAN_FILE,
     SHARED,
@@ -107,8 +107,8 @@ def run_row(row: Row, seed: int, plan: Plan, out: Path, resume: bool,
     read; the others return None. The processes are those run_table joined, once per table (a
     row run alone under torchrun joins them as it trains)."""
     from aiayn.devices import launched
+    from aiayn.folder.checkpoint import TRAIN_STATE_FILE
     from aiayn.tasks.translation import train
-    from aiayn.training.checkpoint import TRAIN_STATE_FILE
 
     folder = out / "rows" / row.name / f"seed{seed}"
     exp = row_experiment(row, seed, plan, folder)

@@ -27,17 +27,17 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from aiayn.config import Config, _fail
+from aiayn.config.experiment import Experiment, load_experiment
 from aiayn.data.special import BOS, EOS, PAD, UNK
 from aiayn.data.stdlib_corpus import Document, hold_out_tail, load_text_corpus, read_documents
 from aiayn.data.tokenizer import Tokenizer
 from aiayn.errors import ConfigError, UserError
-from aiayn.families import FAMILIES
-from aiayn.families import LANGUAGE_MODEL as FAMILY
 from aiayn.folder import EXAMPLE_CHARS, load_model, new_folder, require_new_folder, save_model
+from aiayn.folder.families import FAMILIES
+from aiayn.folder.families import LANGUAGE_MODEL as FAMILY
 from aiayn.generation.lm import stream as stream_tokens
 from aiayn.models.decoder_lm import DecoderLM
 from aiayn.training import distributed
-from aiayn.training.experiment import Experiment, load_experiment
 from aiayn.training.losses import label_smoothed_nll
 from aiayn.training.run import TrainResult, start_run
 from aiayn.training.stream import BatchStream
@@ -353,7 +353,7 @@ def train(exp: Experiment, resume: bool = False, out: str | Path | None = None,
     weights, train state, metrics; on `texts` (else data.corpus), validated on `valid_texts`
     (else held-out tails). A resumed run must use the same model and data settings and texts;
     train settings (e.g. a larger max_steps) and the validation files may change."""
-    # the run's folder has one writer, this process, until its last save (aiayn.lock)
+    # the run's folder has one writer, this process, until its last save (aiayn.folder.lock)
     with start_run(exp, resume, out, say, may_change=("valid_texts",),
                    inputs={"texts": [str(p) for p in texts],
                            "valid_texts": [str(p) for p in valid_texts]}) as run:

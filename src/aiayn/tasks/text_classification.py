@@ -35,18 +35,18 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from aiayn.config import Config, _fail
+from aiayn.config.experiment import Experiment, build_model_config, load_experiment
 from aiayn.data.batching import MaskedTokens, pad_ids
 from aiayn.data.mlm import mask_tokens
 from aiayn.data.special import BOS, EOS, PAD, UNK
 from aiayn.data.tokenizer import Tokenizer
 from aiayn.errors import UserError
-from aiayn.families import ENCODER as FAMILY
-from aiayn.families import FAMILIES
 from aiayn.folder import EXAMPLE_CHARS, load_model, save_model
+from aiayn.folder.checkpoint import TRAIN_STATE_FILE, load_train_state
+from aiayn.folder.families import ENCODER as FAMILY
+from aiayn.folder.families import FAMILIES
 from aiayn.models.encoder import EncoderModel
 from aiayn.training import distributed
-from aiayn.training.checkpoint import TRAIN_STATE_FILE, load_train_state
-from aiayn.training.experiment import Experiment, build_model_config, load_experiment
 from aiayn.training.losses import classification_loss
 from aiayn.training.run import Run, TrainResult, start_run
 from aiayn.training.stream import BatchStream
@@ -369,7 +369,7 @@ def train(exp: Experiment, resume: bool = False, out: str | Path | None = None,
     """Train (optionally MLM-pretrain, then fine-tune) a text classifier into `out` (or the
     experiment's). The result holds the test accuracy (metrics["test_accuracy"]) when the
     corpus has a test split."""
-    # the run's folder has one writer, this process, until its last save (aiayn.lock)
+    # the run's folder has one writer, this process, until its last save (aiayn.folder.lock)
     with start_run(exp, resume, out, say, stage=PRETRAIN_DIR) as run:
         say, data, train_cfg = run.say, exp.data, exp.train
         splits = load_examples(data)

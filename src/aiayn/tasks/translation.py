@@ -26,20 +26,20 @@ import torch
 from torch import nn
 
 from aiayn.config import Config, _fail
+from aiayn.config.experiment import Experiment, load_experiment
 from aiayn.convert.hf_original import repeated_ids
 from aiayn.data.batching import Batch, collate, token_batches
 from aiayn.data.parallel import Pair, filter_long, read_parallel
 from aiayn.data.special import EOS, PAD
 from aiayn.data.tokenizer import Tokenizer
 from aiayn.errors import UserError
-from aiayn.families import FAMILIES
-from aiayn.families import TRANSLATION as FAMILY
 from aiayn.folder import EXAMPLE_CHARS
+from aiayn.folder.families import FAMILIES
+from aiayn.folder.families import TRANSLATION as FAMILY
 from aiayn.generation.search import decode_ids
 from aiayn.models import Transformer
 from aiayn.tasks.translator import Translator, import_hf_bart, import_hf_marian, import_hf_t5
 from aiayn.training import distributed
-from aiayn.training.experiment import Experiment, load_experiment
 from aiayn.training.losses import smoothed_cross_entropy
 from aiayn.training.run import TrainResult, start_run
 from aiayn.training.stream import BatchStream
@@ -308,7 +308,7 @@ def train(exp: Experiment, resume: bool = False, out: str | Path | None = None,
     (result.trained, the folder's weights) and the splits read (result.splits). `meta` adds keys
     to its config.json ({"demo": true}); `world`: start_run's (processes joined already)."""
     # folders from before data.source_eos existed trained without it
-    # the run's folder has one writer, this process, until its last save (aiayn.lock)
+    # the run's folder has one writer, this process, until its last save (aiayn.folder.lock)
     with start_run(exp, resume, out, say, added={"data.source_eos": False, "data.objective": None,
                                                  "data.text": None,
                                                  "data.valid_rouge": None}, world=world) as run:

@@ -19,8 +19,8 @@ import torch
 from tqdm.auto import tqdm
 
 from aiayn.config.train import parse_stop_when
+from aiayn.folder.checkpoint import rng_state, set_rng_state
 from aiayn.training import distributed
-from aiayn.training.checkpoint import rng_state, set_rng_state
 from aiayn.training.metrics import MetricsLog
 
 

@@ -53,9 +53,9 @@ from aiayn.config.train import TrainConfig
 from aiayn.devices import resolve_precision
 from aiayn.errors import UserError
 from aiayn.folder import load_weights
+from aiayn.folder.checkpoint import rng_state, set_rng_state
 from aiayn.training import distributed
 from aiayn.training.averaging import WeightAverage
-from aiayn.training.checkpoint import rng_state, set_rng_state
 from aiayn.training.metrics import MetricsLog
 from aiayn.training.progress import Progress, StopRule, Window
 from aiayn.training.run import Run, TrainResult, folder_run, seed_everything
