@@ -32,7 +32,7 @@ from aiayn.data.batching import Batch
 from aiayn.devices import cpu_has_bf16
 from aiayn.masks import padding_mask
 from aiayn.nn.attention import _matmul_attention
-from aiayn.tasks.translation import translation_loss
+from aiayn.tasks.seq2seq_loss import seq2seq_loss
 
 
 def median_ms(fn, repeats: int, warmup: int = 2) -> float:
@@ -96,7 +96,7 @@ def training_step(repeats: int) -> list[str]:
         ids[torch.arange(s + 1)[None, :] >= lengths[:, None]] = 0
 
     batch = Batch(src[:, :-1], tgt[:, :-1], tgt[:, 1:])
-    loss_fn = translation_loss(0.1)
+    loss_fn = seq2seq_loss(0.1)
     rows = ["| precision | step (ms) | target tokens/s | first loss |", "|---|---:|---:|---:|"]
     results = {}
     for dtype in (None, torch.bfloat16):

@@ -26,7 +26,7 @@ from pathlib import Path
 import torch
 
 from aiayn.folder.checkpoint import average_checkpoints
-from aiayn.tasks.translation import (
+from aiayn.tasks.seq2seq import (
     Translator,
     experiment,
     load_pairs,

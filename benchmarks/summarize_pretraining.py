@@ -29,7 +29,7 @@ from pathlib import Path
 from aiayn.data.corpora import load_corpus
 from aiayn.data.denoising import OBJECTIVES
 from aiayn.summarization import lead, rouge_scores
-from aiayn.tasks import translation
+from aiayn.tasks import seq2seq
 
 CORPUS = "stdlib-docstrings"
 
@@ -44,10 +44,10 @@ def budget(minutes: float | None, steps: int | None) -> list[str]:
 def run(config: str, overrides: list[str], out: Path, stop: list[str]) -> tuple[Path, float, float]:
     """Train the built-in `config` into `out` until `stop` -> (folder, wall s, CPU s)."""
     start, cpu = time.perf_counter(), time.process_time()
-    exp = translation.experiment(config, [*overrides, *stop,
+    exp = seq2seq.experiment(config, [*overrides, *stop,
                                           "train.progress=false", "train.tensorboard=false"],
                                  out=out)
-    result = translation.train(exp, say=lambda m: print(f"  {out.name}: {m}", flush=True))
+    result = seq2seq.train(exp, say=lambda m: print(f"  {out.name}: {m}", flush=True))
     return result.folder, time.perf_counter() - start, time.process_time() - cpu
 
 
@@ -62,7 +62,7 @@ def pretrain_then_tune(common: list[str], objective: str, out: Path, pre: list[s
 
 
 def summarize(folder: Path, bodies: list[str], beam: int) -> list[str]:
-    return translation.Translator.load(folder).translate(bodies, beam=beam, workers=1)
+    return seq2seq.Translator.load(folder).translate(bodies, beam=beam, workers=1)
 
 
 def main() -> None:

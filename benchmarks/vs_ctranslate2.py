@@ -103,7 +103,7 @@ import json, sys, time
 import ctranslate2, sacrebleu
 from aiayn.convert.ct2_engine import engine_dir
 from aiayn.convert.ctranslate2 import vocabulary
-from aiayn.tasks.translation import Translator
+from aiayn.tasks.seq2seq import Translator
 model, src, ref, compute, inter, intra, beam, batch = sys.argv[1:9]
 aiayn = Translator.load(model)  # its tokenizer: the subwords of the export's vocabulary
 words = vocabulary(aiayn.tokenizer, aiayn.model.config.vocab_size)

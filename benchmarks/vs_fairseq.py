@@ -162,7 +162,7 @@ for s in range(every, max(steps) + 1, every):
 """
 AIAYN_SCORE_SCRIPT = """
 import json, sys
-from aiayn.tasks.translation import Translator
+from aiayn.tasks.seq2seq import Translator
 model, src, ref = sys.argv[1:4]
 read = lambda path: open(path, encoding="utf-8").read().split("\\n")[:-1]
 scores = Translator.load(model).score(read(src), read(ref))

@@ -211,10 +211,10 @@ def test_validation_between_the_trainers_gpu_updates_reads_the_current_weights()
 def _sync_free_run(tmp_path, settings: dict, dropout: float = 0.1):
     """A tiny model's 8 updates whose steady ones (3 to 7: not the first two, whose allocations,
     cuBLAS set-up and compilation may wait; not the logged eighth, which reads the sums) run
-    under torch.cuda.set_sync_debug_mode("error"). The task's own loss (translation_loss)."""
+    under torch.cuda.set_sync_debug_mode("error"). The task's own loss (seq2seq_loss)."""
     from aiayn.config import TrainConfig
     from aiayn.data.batching import collate
-    from aiayn.tasks.translation import translation_loss
+    from aiayn.tasks.seq2seq_loss import seq2seq_loss
     from aiayn.training.stream import BatchStream
     from aiayn.training.trainer import Trainer
 
@@ -230,7 +230,7 @@ def _sync_free_run(tmp_path, settings: dict, dropout: float = 0.1):
                                 accum_steps=2, clip_norm=1.0, lr=1e-3, warmup_steps=2,
                                 eval_every=0, save_every=0, tensorboard=False, progress=False),
                          **settings})
-    trainer = Trainer(model, cfg, stream, translation_loss(0.1), tmp_path, family="transformer")
+    trainer = Trainer(model, cfg, stream, seq2seq_loss(0.1), tmp_path, family="transformer")
     update, strict = trainer._update, []
 
     def checked():

@@ -62,7 +62,7 @@ def test_cuda_on_a_machine_without_it_is_one_clear_error(monkeypatch):
 
 def test_inference_commands_run_under_the_precision_asked_for(tmp_path, monkeypatch, capsys):
     from aiayn.cli import main
-    from aiayn.tasks.translation import Translator
+    from aiayn.tasks.seq2seq import Translator
     from tests.builders import write_config
 
     assert main(["train", str(write_config(tmp_path, max_steps=2))]) == 0

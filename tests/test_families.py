@@ -31,5 +31,5 @@ def test_each_row_names_what_its_task_module_holds(family):
 
 def test_an_unknown_task_is_one_line_with_a_suggestion():
     with pytest.raises(UserError, match=r"task='language_modle': unknown task \(did you mean "
-                                        r"'language_model'\?\); choose one of translation, "):
+                                        r"'language_model'\?\); choose one of seq2seq, "):
         task_family("language_modle")

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from aiayn.config.experiment import load_experiment
 from aiayn.data.parallel import read_parallel, read_tsv
 from aiayn.errors import UserError
-from aiayn.tasks import translation
+from aiayn.tasks import seq2seq
 
 # derandomize: the same examples on every run, so CI is reproducible (a fresh search is
 # `pytest tests/test_fuzz.py --hypothesis-seed=N`).
@@ -30,7 +30,7 @@ VALUES = st.one_of(st.text(max_size=12), st.sampled_from(
 def test_config_overrides_load_or_fail_with_a_user_error(pairs):
     overrides = [f"{k}={v}" for k, v in pairs]
     try:
-        load_experiment("demo", overrides, task=translation.TASK, out="unused")
+        load_experiment("demo", overrides, task=seq2seq.TASK, out="unused")
     except UserError as e:
         assert "\n" not in str(e).strip()
 

@@ -19,7 +19,7 @@ from aiayn.data.fingerprint import content_of
 from aiayn.errors import UserError
 from aiayn.folder.format import INCOMPLETE_MARKER, new_folder, require_new_folder
 from aiayn.folder.lock import LOCK_FILE, FolderBusy, holder, is_locked, writer_lock
-from aiayn.tasks import translation
+from aiayn.tasks import seq2seq
 from tests.builders import write_config
 
 HOLD = textwrap.dedent("""
@@ -160,7 +160,7 @@ def assert_one_run(folder, config):
     config's, it loads and translates, and the metrics log counts up without a second run's
     lines interleaved."""
     meta = json.loads((folder / "config.json").read_text())
-    want = translation.experiment(str(config)).to_dict()
+    want = seq2seq.experiment(str(config)).to_dict()
     assert {k: v for k, v in meta["experiment"].items() if k not in ("train", "data_content")} \
         == {k: v for k, v in want.items() if k not in ("out", "train")}
     assert meta["experiment"]["data_content"] == \

@@ -70,12 +70,12 @@ def test_the_meta_count_is_the_real_models_count(config):
                                       "model.max_len=1000000000"])
 def test_a_huge_training_config_is_refused_before_allocating(tmp_path, capsys, override,
                                                              monkeypatch):
-    from aiayn.tasks import translation
+    from aiayn.tasks import seq2seq
 
     def built(*args, **kwargs):  # the refusal comes before the model is built
         raise AssertionError("the model was built")
 
-    monkeypatch.setattr(translation, "Transformer", built)
+    monkeypatch.setattr(seq2seq, "Transformer", built)
     code, out, err = run(capsys, "train", write_config(tmp_path), override, "--out", tmp_path / "m")
     assert code == 2 and err.count("\n") == 1 and "Traceback" not in err
     assert "parameters need" in err and sizes.SKIP_ENV in err

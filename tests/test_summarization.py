@@ -47,7 +47,7 @@ def test_lead_is_the_first_sentence():
         lead(text, 0)
 
 
-# -- ROUGE in validation during training (translation.make_evaluate) ------------------------------
+# -- ROUGE in validation during training (seq2seq.make_evaluate) ------------------------------
 
 def test_validation_reports_rouge_for_summaries_usable_by_stop_when(tmp_path, monkeypatch):
     """A summarization run's evaluation adds valid_rouge1/2/rougeL, rouge_scores of the decoded
@@ -57,33 +57,33 @@ def test_validation_reports_rouge_for_summaries_usable_by_stop_when(tmp_path, mo
 
     from aiayn import Transformer, preset
     from aiayn.data.tokenizer import Tokenizer
-    from aiayn.tasks import translation
+    from aiayn.tasks import seq2seq
     from aiayn.training.progress import StopRule
 
     refs, outputs = ["the cat sat on the mat", "open the file"], ["the cat sat", "open the file"]
     tok = Tokenizer.train(["a cat sat on the mat. open the file"] * 5 + refs, 150)
     valid_ids = [(tok.encode("the body " + r), tok.encode(r)) for r in refs]
-    monkeypatch.setattr(translation, "decode_ids", lambda model, src, **kw: tok.encode_batch(
+    monkeypatch.setattr(seq2seq, "decode_ids", lambda model, src, **kw: tok.encode_batch(
         [outputs[refs.index(tok.decode(s)[len("the body "):])] for s in src]))
     model = Transformer(preset("tiny", vocab_size=tok.vocab_size)).eval().requires_grad_(False)
-    summaries = translation.DataConfig(corpus="stdlib-docstrings")
-    assert translation.reports_rouge(summaries)
-    scores = translation.make_evaluate(tok, valid_ids, summaries, 0.1, 1000)(model)
+    summaries = seq2seq.DataConfig(corpus="stdlib-docstrings")
+    assert seq2seq.reports_rouge(summaries)
+    scores = seq2seq.make_evaluate(tok, valid_ids, summaries, 0.1, 1000)(model)
     assert {k: scores[k] for k in ("valid_rouge1", "valid_rouge2", "valid_rougeL")} == \
         {"valid_rouge1": 83.33, "valid_rouge2": 78.57, "valid_rougeL": 83.33}
     assert scores["valid_exact_match"] == 50.0 and scores["valid_loss"] > 0
     rule = StopRule("valid_rougeL>=80", 1)
     assert rule.update(scores) and "valid_rougeL 83.33 >= 80" in rule.why()
     # a translation corpus scores no ROUGE unless asked; an objective's targets are not summaries
-    plain = translation.DataConfig(corpus="gettext")
-    assert "valid_rouge1" not in translation.make_evaluate(tok, valid_ids, plain, 0.1, 1000)(model)
-    assert translation.reports_rouge(translation.DataConfig(corpus="gettext", valid_rouge=True))
-    assert not translation.reports_rouge(translation.DataConfig(corpus="stdlib-docstrings",
+    plain = seq2seq.DataConfig(corpus="gettext")
+    assert "valid_rouge1" not in seq2seq.make_evaluate(tok, valid_ids, plain, 0.1, 1000)(model)
+    assert seq2seq.reports_rouge(seq2seq.DataConfig(corpus="gettext", valid_rouge=True))
+    assert not seq2seq.reports_rouge(seq2seq.DataConfig(corpus="stdlib-docstrings",
                                                                 objective="span"))
-    assert not translation.reports_rouge(translation.DataConfig(corpus="stdlib-docstrings",
+    assert not seq2seq.reports_rouge(seq2seq.DataConfig(corpus="stdlib-docstrings",
                                                                 valid_rouge=False))
     # a corpus folder `aiayn data stdlib-docstrings --out DIR` wrote names its corpus
     (tmp_path / "stats.json").write_text(json.dumps({"corpus": "stdlib-docstrings"}))
-    assert translation.reports_rouge(translation.DataConfig(corpus_dir=str(tmp_path)))
+    assert seq2seq.reports_rouge(seq2seq.DataConfig(corpus_dir=str(tmp_path)))
     (tmp_path / "stats.json").write_text("[]")
-    assert not translation.reports_rouge(translation.DataConfig(corpus_dir=str(tmp_path)))
+    assert not seq2seq.reports_rouge(seq2seq.DataConfig(corpus_dir=str(tmp_path)))

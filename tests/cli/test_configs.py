@@ -16,7 +16,7 @@ def test_lists_the_built_in_configs_with_their_commands(capsys):
     out = capsys.readouterr().out
     assert "aiayn train demo" in out and "aiayn lm train lm-char" in out
     assert "aiayn vit train vit-digits" in out and "aiayn classify train bert-gettext-origin" in out
-    assert main(["configs", "demo"]) == 0 and "task: translation" in capsys.readouterr().out
+    assert main(["configs", "demo"]) == 0 and "task: seq2seq" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("task", TASKS)

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from aiayn.cli import main
-from aiayn.tasks import translation
+from aiayn.tasks import seq2seq
 
 pytestmark = pytest.mark.slow  # end-to-end: real processes of the CLI
 
@@ -18,8 +18,8 @@ TINY = ["data.max_train_pairs=400", "data.valid_pairs=10", "model.d_model=16", "
 def test_the_demo_recipe_is_the_built_in_demo_config():
     """`aiayn demo` trains the shipped `demo` config, the one `aiayn train demo` runs (and the
     clone's configs/demo.yaml is the same file)."""
-    exp = translation.experiment("demo")
-    same = translation.experiment(str(Path(__file__).resolve().parents[2] / "configs" / "demo.yaml"))
+    exp = seq2seq.experiment("demo")
+    same = seq2seq.experiment(str(Path(__file__).resolve().parents[2] / "configs" / "demo.yaml"))
     assert exp.to_dict() == same.to_dict()
     assert exp.model == {"d_model": 128, "n_heads": 4, "d_ff": 512, "n_layers": 2,
                          "dropout": 0.1, "max_len": 64}

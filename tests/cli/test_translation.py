@@ -122,7 +122,7 @@ def test_translate_arguments_and_stdin_in_order(trained, capsys, monkeypatch):
 def test_translate_and_eval_without_repeated_ngrams(trained, capsys):
     tmp, _, model = trained
     from aiayn import load
-    from aiayn.tasks.translation import decode_ids
+    from aiayn.tasks.seq2seq import decode_ids
     translator = load(model)
     sources = (tmp / "valid.src").read_text(encoding="utf-8").splitlines()
     ids = [translator.encode_source(s) for s in sources]

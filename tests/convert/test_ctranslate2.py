@@ -22,7 +22,7 @@ def random_folder(path, seed=0, **options):
     from aiayn import Transformer
     from aiayn.config import TransformerConfig
     from aiayn.data.tokenizer import Tokenizer
-    from aiayn.tasks.translation import Translator
+    from aiayn.tasks.seq2seq import Translator
 
     torch.manual_seed(seed)
     pairs = digit_pairs(200, 1)
@@ -34,7 +34,7 @@ def random_folder(path, seed=0, **options):
 
 
 def engine_of(folder, **options):
-    from aiayn.tasks.translation import Translator
+    from aiayn.tasks.seq2seq import Translator
 
     return Translator.load(folder, engine="ctranslate2", intra_threads=1, **options)
 
@@ -95,7 +95,7 @@ def test_a_separate_target_vocabulary_reads_back_ids_past_the_source_vocabulary(
     names in the target vocabulary; the engine reads them back as the same ids."""
     from aiayn.folder import save_weights
     from aiayn.generation.search import decode_ids
-    from aiayn.tasks.translation import Translator
+    from aiayn.tasks.seq2seq import Translator
 
     folder = random_folder(tmp_path / "m", tgt_vocab_size=131, share_embeddings=False)
     model = Translator.load(folder).model
@@ -132,7 +132,7 @@ def test_ctranslate2s_own_sinusoids_are_not_the_papers_so_the_export_writes_aiay
     from ctranslate2.specs import model_spec as ms
 
     from aiayn.convert.ctranslate2 import model_spec
-    from aiayn.tasks.translation import Translator
+    from aiayn.tasks.seq2seq import Translator
 
     folder = random_folder(tmp_path / "m")
     mt = Translator.load(folder)
@@ -196,7 +196,7 @@ def test_an_imported_models_own_search_maps_min_and_max_length_and_forced_eos(tm
                                                     "generation": search}))
     from aiayn.folder import save_weights
     from aiayn.generation.search import decode_ids
-    from aiayn.tasks.translation import Translator
+    from aiayn.tasks.seq2seq import Translator
 
     torch_mt = Translator.load(folder)
     with torch.no_grad():  # a larger </s> row: some translations end before the limit
@@ -250,7 +250,7 @@ def test_an_imported_barts_special_ids_and_source_markers_map_onto_the_directory
 
 def test_the_folders_export_is_redone_when_its_weights_change(tmp_path):
     from aiayn.folder import save_weights
-    from aiayn.tasks.translation import Translator
+    from aiayn.tasks.seq2seq import Translator
 
     folder = random_folder(tmp_path / "m")
     first = engine_of(folder)
@@ -273,7 +273,7 @@ def test_a_saved_checkpoint_gets_its_own_export(tmp_path):
     import shutil
 
     from aiayn.folder import checkpoint_path, save_weights
-    from aiayn.tasks.translation import Translator
+    from aiayn.tasks.seq2seq import Translator
 
     folder = random_folder(tmp_path / "m")
     checkpoint_path(folder, 5).parent.mkdir()
@@ -404,7 +404,7 @@ def test_ctranslate2s_translations_of_the_test_set_are_aiayns(trained, search):
     a degenerate loop), which aiayn ends with a scored </s> and CTranslate2 cuts; none may
     differ otherwise (first_k with GNMT: CTranslate2's K finished are aiayn's, ranked by GNMT
     here)."""
-    from aiayn.tasks.translation import Translator
+    from aiayn.tasks.seq2seq import Translator
 
     torch_mt = Translator.load(trained)
     ct2_mt = engine_of(trained)
@@ -427,7 +427,7 @@ def test_int8_translates_as_float32_does_but_for_a_few_sentences(trained):
     same, and chrF within a point. The model is deliberately weak (BLEU ~2-4 on this test set),
     so BLEU is no measure here: a few changed sentences moved it by 2.07 on an AMD EPYC. int8 matrix products are exact in integers, so the share of changed
     sentences does not depend on the CPU (91% the same on the AMD EPYC)."""
-    from aiayn.tasks.translation import score_translations
+    from aiayn.tasks.seq2seq import score_translations
 
     refs = [t for _, t in digit_pairs(400, 5)]
     fp32 = engine_of(trained).translate(TEST_SET, beam=4)
@@ -443,7 +443,7 @@ def test_int8_translates_as_float32_does_but_for_a_few_sentences(trained):
 def test_on_cuda_ctranslate2_scores_and_translates_as_aiayn_does(tmp_path):
     """The engine on the GPU (CTranslate2's float32 there) against aiayn's model on the GPU:
     log-likelihoods within 1e-3 nats per sentence, the same greedy and beam-4 translations."""
-    from aiayn.tasks.translation import Translator
+    from aiayn.tasks.seq2seq import Translator
 
     folder = random_folder(tmp_path / "m")
     mt = Translator.load(folder, device="cuda", engine="ctranslate2")
@@ -479,7 +479,7 @@ def test_no_empty_translation_unless_asked_for(tmp_path, engine, beam):
     """A model whose </s> is the likeliest first token: every search, in both engines, gives at
     least one token by default (fairseq's min_len 1), and the empty line only with min_length=0."""
     from aiayn.folder import save_weights
-    from aiayn.tasks.translation import Translator
+    from aiayn.tasks.seq2seq import Translator
 
     folder = random_folder(tmp_path / "mt", output_bias=True, tie_output=False)
     mt = Translator.load(folder)
@@ -502,7 +502,7 @@ def test_a_damaged_or_stale_export_is_made_again_not_trusted(tmp_path, damage):
     reordered vocabulary gave garbage with exit 0, a shorter one a traceback. The stamp now
     covers the weights read, the config and tokenizer, and every file of the export by SHA-256:
     any change there exports again, and the translations are the torch model's."""
-    from aiayn.tasks.translation import Translator
+    from aiayn.tasks.seq2seq import Translator
 
     folder = random_folder(tmp_path / "m")
     sources = [s for s, _ in PAIRS]

@@ -15,7 +15,7 @@ pytest.importorskip("ctranslate2")
 @pytest.mark.slow
 def test_an_imported_opus_mt_folder_decodes_and_scores_as_aiayn_with_ctranslate2(
         opus_mt_folder, tmp_path):  # noqa: F811
-    from aiayn.tasks.translation import Translator
+    from aiayn.tasks.seq2seq import Translator
 
     assert main(["import", "hf-marian", str(opus_mt_folder[0]), "--out", str(tmp_path / "mt")]) == 0
     meta = json.loads((tmp_path / "mt" / "config.json").read_text())

@@ -310,7 +310,7 @@ def test_a_bart_preset_model_exports_as_a_bart(tmp_path):
     BartForConditionalGeneration that computes the same logits."""
     from aiayn import Transformer, preset
     from aiayn.data.tokenizer import Tokenizer
-    from aiayn.tasks.translation import Translator
+    from aiayn.tasks.seq2seq import Translator
 
     torch.manual_seed(0)
     tok = Tokenizer.train(ENGLISH * 5, 120)

@@ -171,7 +171,7 @@ def test_exported_translator_is_a_marian_with_the_same_logits_and_translations(
         translation_folder, tmp_path):
     """Marian orders its sinusoids differently (all sines, then all cosines); the export
     renumbers the model's dimensions to match, so the numbers are the same."""
-    from aiayn.tasks.translation import decode_ids
+    from aiayn.tasks.seq2seq import decode_ids
     from tests.builders import digit_pairs
 
     out = tmp_path / "hf"
@@ -374,7 +374,7 @@ def test_an_opus_mt_folder_imports_and_translates_as_transformers_does(opus_mt_f
                     decoder_input_ids=torch.tensor([[order[i] for i in tgt_in[0]]])).logits
     assert (ours_logits - theirs[..., order]).abs().max() <= 1e-4 and ours_logits.std() > 1
     # The same greedy translations, tokens and text (Marian never produces <pad>).
-    from aiayn.tasks.translation import decode_ids
+    from aiayn.tasks.seq2seq import decode_ids
 
     finished = 0
     for text in sentences:

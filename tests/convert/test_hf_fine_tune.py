@@ -14,7 +14,7 @@ import yaml
 import aiayn
 from aiayn.cli import main
 from aiayn.data.batching import collate
-from aiayn.tasks import translation
+from aiayn.tasks import seq2seq
 from tests.convert.test_hf_round_trip import (
     WEIGHTS,
     assert_gives_back,
@@ -75,7 +75,7 @@ def test_a_fine_tuned_t5_exports_as_the_original_with_its_new_weights(request, v
 
 
 def test_the_fine_tuning_loss_is_t5s_own(hf_t5_v10_folder, tmp_path):  # noqa: F811 (a fixture)
-    """translation_loss of an imported T5 (its <pad> column counted once) on a padded batch of
+    """seq2seq_loss of an imported T5 (its <pad> column counted once) on a padded batch of
     PAIRS as fine-tuning encodes them: transformers' summed loss on T5's labels, the plain one
     and the label-smoothed one (torch's label_smoothing over T5's vocabulary). The loss is
     computed in fp32: within 2x transformers' own fp32 error against its float64 loss."""
@@ -83,7 +83,7 @@ def test_the_fine_tuning_loss_is_t5s_own(hf_t5_v10_folder, tmp_path):  # noqa: F
     mt = aiayn.load(tmp_path / "mt")
     hf = transformers.T5ForConditionalGeneration.from_pretrained(hf_t5_v10_folder).eval()
     hf_tok = transformers.AutoTokenizer.from_pretrained(hf_t5_v10_folder)
-    ids = translation.encode_pairs(mt.tokenizer, PAIRS, 64, source_eos=mt.meta["source_eos"])
+    ids = seq2seq.encode_pairs(mt.tokenizer, PAIRS, 64, source_eos=mt.meta["source_eos"])
     batch = collate(ids)
     inputs = hf_tok([s for s, _ in PAIRS], return_tensors="pt", padding=True)
     labels = hf_tok(text_target=[t for _, t in PAIRS], return_tensors="pt",
@@ -92,7 +92,7 @@ def test_the_fine_tuning_loss_is_t5s_own(hf_t5_v10_folder, tmp_path):  # noqa: F
     assert torch.equal(batch.src.clone().apply_(_t5_id), inputs["input_ids"])
 
     for eps in (0.0, 0.1):
-        loss_fn = translation.translation_loss(eps, counted_once=mt.search_ids()["counted_once"])
+        loss_fn = seq2seq.seq2seq_loss(eps, counted_once=mt.search_ids()["counted_once"])
 
         @torch.no_grad()
         def theirs(dtype, eps=eps):

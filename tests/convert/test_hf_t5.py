@@ -475,7 +475,7 @@ def test_a_model_mixing_t5_and_other_options_is_refused_naming_the_option(tmp_pa
     takes first): refused in one line, nothing written."""
     from aiayn import Transformer, preset
     from aiayn.data.tokenizer import Tokenizer
-    from aiayn.tasks.translation import Translator
+    from aiayn.tasks.seq2seq import Translator
 
     tok = Tokenizer.train(ENGLISH * 5, 120)
     model = Transformer(preset(name, vocab_size=tok.vocab_size, d_model=16, n_heads=2, d_ff=32,

@@ -127,7 +127,7 @@ def test_permutation_objectives_target_the_document_and_shuffle_its_sentences(pr
 
 
 def test_the_config_takes_the_permutation_objectives_and_refuses_others_in_one_line():
-    from aiayn.tasks.translation import DataConfig
+    from aiayn.tasks.seq2seq import DataConfig
     for objective in d.OBJECTIVES:
         assert DataConfig(text=["a.txt"], objective=objective).objective == objective
     with pytest.raises(ConfigError) as e:

@@ -201,7 +201,7 @@ def test_selected_positions_give_the_same_loss_and_gradients_as_all_positions():
     """Training's forward(select=non-pad targets) skips the padding in the output projection; the
     label-smoothed loss, its token count and every gradient equal the full forward's."""
     from aiayn.data.batching import collate
-    from aiayn.tasks.translation import translation_loss
+    from aiayn.tasks.seq2seq_loss import seq2seq_loss
 
     torch.manual_seed(1)
     pairs = [([5, 6, 7, 8, 9], [10, 11]), ([12, 13], [14, 15, 16, 17, 18, 19]), ([20], [21])]
@@ -211,7 +211,7 @@ def test_selected_positions_give_the_same_loss_and_gradients_as_all_positions():
     def run(selected: bool):
         model = _tiny()
         if selected:
-            loss, n, _ = translation_loss(0.1)(model, batch)
+            loss, n, _ = seq2seq_loss(0.1)(model, batch)
         else:  # the reference: logits at every position, padding masked in the loss
             from aiayn.training.losses import label_smoothed_nll
             loss, _, n = label_smoothed_nll(model(batch.src, batch.tgt_in), batch.tgt_out, 0.1, PAD)

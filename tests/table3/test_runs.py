@@ -116,7 +116,7 @@ def test_a_cut_row_resumes_where_it_stopped_and_tables_run_apart_merge(corpus, t
     out = tmp_path / "t3"
     run_table(_plan(corpus, "E-learned", updates=4), out, say=lambda m: None)
     # base cut at update 2 of 4: the same run, trained as far as a cut one got
-    from aiayn.tasks.translation import train
+    from aiayn.tasks.seq2seq import train
     folder = out / "rows" / "base" / "seed0"
     train(row_experiment(ROWS["base"], 0, _plan(corpus, updates=2), folder), say=lambda m: None)
     first = (folder / "metrics.jsonl").read_text().splitlines()[0]

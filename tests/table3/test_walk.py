@@ -73,11 +73,11 @@ def corpus(tmp_path_factory):
 
 def test_a_table_joins_once_reads_the_corpus_once_per_row_and_scores_in_memory(
         corpus, tmp_path, monkeypatch):
-    from aiayn.tasks import translation, translator
+    from aiayn.tasks import seq2seq, translator
     from aiayn.training import distributed
 
     setups = counted(monkeypatch, distributed, "setup")
-    loads = counted(monkeypatch, translation, "load_pairs")
+    loads = counted(monkeypatch, seq2seq, "load_pairs")
     reloads = counted(monkeypatch, translator.Translator, "load")
     plan = Plan(corpus=corpus, groups="C-N2,E-learned", updates=1, dev_pairs=3,
                 overrides=["train.log_every=1", "data.valid_pairs=2", "model.max_len=64"])

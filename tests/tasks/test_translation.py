@@ -15,7 +15,7 @@ from aiayn.cli import main
 from aiayn.data.batching import pad_ids
 from aiayn.errors import UserError
 from aiayn.generation.search import greedy_search
-from aiayn.tasks.translation import Translator, decode_ids, experiment, train
+from aiayn.tasks.seq2seq import Translator, decode_ids, experiment, train
 from tests.builders import WORDS, digit_pairs, write_config, write_pairs
 
 
@@ -175,7 +175,7 @@ def test_source_eos_is_trained_recorded_and_read_back(tmp_path):
     """data.source_eos=true: every training source ends with </s>, the folder records it, and the
     loaded Translator gives </s> after the source as training did (translate, score, attention)."""
     from aiayn.data.special import EOS
-    from aiayn.tasks.translation import encode_pairs
+    from aiayn.tasks.seq2seq import encode_pairs
 
     exp = tiny_experiment(tmp_path, steps=20, save_every=0)
     exp.data.source_eos = True
@@ -212,7 +212,7 @@ def test_reduced_precision_decodes_close_to_fp32(translator, precision, bleu_tol
     that: -0.37 here at batch 64 (-0.24 at batch 8; on 200 pairs -1.04 to +0.40 by batch size),
     so 1.0; on gettext-small int8 scored +0.02 and bf16 -0.10
     (benchmarks/RESULTS.md, "Against CTranslate2")."""
-    from aiayn.tasks.translation import score_translations
+    from aiayn.tasks.seq2seq import score_translations
 
     test = digit_pairs(1000, seed=13)
     sources, refs = [s for s, _ in test], [t for _, t in test]

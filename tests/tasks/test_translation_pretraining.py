@@ -17,7 +17,7 @@ from aiayn.errors import UserError
 from aiayn.folder import load_model
 from aiayn.folder.checkpoint import load_train_state
 from aiayn.generation.search import decode_ids
-from aiayn.tasks import translation
+from aiayn.tasks import seq2seq
 from tests.builders import run, write_config
 
 LETTERS = "a b c d e f g h".split()
@@ -54,16 +54,16 @@ def test_a_tiny_model_learns_to_undo_the_corruption(tmp_path, objective, least):
     accuracy of 0.81 (span) and 0.975 (infill) at seed 0, from 0.10 and 0.12 after 20 updates.
     (Copying the input's kept tokens alone gives infilling ~0.7.) Greedy decoding then restores
     8% and 14% of the documents exactly, every token of 30 to 60."""
-    exp = translation.experiment(pretrain_config(tmp_path, objective, max_steps=600,
+    exp = seq2seq.experiment(pretrain_config(tmp_path, objective, max_steps=600,
                                                  max_tokens=2000))
-    folder = translation.train(exp, say=quiet).folder
+    folder = seq2seq.train(exp, say=quiet).folder
     model, _ = load_model(folder)
     tok = Tokenizer.load(folder)
     special = denoising.objective_ids(tok, objective)
     docs = tok.encode_batch(cyclic_text(50, 99))  # one document each (none packed)
     pairs = denoising.corrupt_documents(docs, objective, special, seed=5, epoch=0, max_len=64)
     with torch.no_grad():
-        _, n, extra = translation.translation_loss(0.0)(model, collate(pairs))
+        _, n, extra = seq2seq.seq2seq_loss(0.0)(model, collate(pairs))
     assert extra["accuracy"] / n >= least
     hyps = decode_ids(model, [s for s, _ in pairs], beam=1)
     if objective == "span":  # the output is the spans: filled into the input, the document
@@ -83,13 +83,13 @@ def test_a_resumed_pretraining_run_is_the_uninterrupted_one(tmp_path, objective)
     step 20 is bitwise the straight run's."""
     cfg = pretrain_config(tmp_path, objective, max_steps=20, max_tokens=4000, save_every=10)
     cfg["model"]["dropout"] = 0.1  # the resumed run must also restore the dropout RNG
-    straight = translation.train(translation.experiment(cfg), say=quiet).folder
-    half = translation.experiment(cfg, ["train.max_steps=11"], out=tmp_path / "half")
-    translation.train(half, say=quiet)
+    straight = seq2seq.train(seq2seq.experiment(cfg), say=quiet).folder
+    half = seq2seq.experiment(cfg, ["train.max_steps=11"], out=tmp_path / "half")
+    seq2seq.train(half, say=quiet)
     stopped = load_train_state(tmp_path / "half")["data"]
     assert stopped["epoch"] >= 1 and stopped["index"] >= 1
-    whole = translation.experiment(cfg, out=tmp_path / "half")
-    resumed = translation.train(whole, resume=True, say=quiet).folder
+    whole = seq2seq.experiment(cfg, out=tmp_path / "half")
+    resumed = seq2seq.train(whole, resume=True, say=quiet).folder
     a, b = weights(straight), weights(resumed)
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
 
@@ -99,29 +99,29 @@ def pretrained(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("pre")
     cfg = pretrain_config(tmp, "span", max_steps=10)
     cfg["model"] = {"preset": "tiny", "d_model": 16, "d_ff": 32}  # write_config's model
-    return translation.train(translation.experiment(cfg), say=quiet).folder
+    return seq2seq.train(seq2seq.experiment(cfg), say=quiet).folder
 
 
 def test_fine_tuning_starts_from_the_pretrained_weights_and_vocabulary(pretrained, tmp_path,
                                                                        monkeypatch):
     seen = {}
-    trainer = translation.Trainer
+    trainer = seq2seq.Trainer
 
     def spy(model, *args, **kwargs):
         seen.update({k: v.clone() for k, v in model.state_dict().items()})
         return trainer(model, *args, **kwargs)
 
-    monkeypatch.setattr(translation, "Trainer", spy)
+    monkeypatch.setattr(seq2seq, "Trainer", spy)
     config = write_config(tmp_path, max_steps=5)
-    exp = translation.experiment(config, [f"model.init={pretrained}", "model.dropout=0.2"])
-    folder = translation.train(exp, say=quiet).folder
+    exp = seq2seq.experiment(config, [f"model.init={pretrained}", "model.dropout=0.2"])
+    folder = seq2seq.train(exp, say=quiet).folder
     before = weights(pretrained)
     assert seen.keys() == before.keys() and all(torch.equal(seen[k], before[k]) for k in seen)
     assert Tokenizer.load(folder).to_json() == Tokenizer.load(pretrained).to_json()
     meta = json.loads((folder / "config.json").read_text())
     assert meta["model"]["dropout"] == 0.2 and meta["experiment"]["model"]["init"] == str(pretrained)
     # a resumed fine-tuning run takes its own folder's model, not the pretrained one's
-    assert translation.train(translation.experiment(config, [f"model.init={pretrained}",
+    assert seq2seq.train(seq2seq.experiment(config, [f"model.init={pretrained}",
                              "model.dropout=0.2", "train.max_steps=8"]), resume=True,
                              say=quiet).step == 8
 
@@ -145,7 +145,7 @@ def test_refusals_are_one_line(pretrained, tmp_path, capsys):
     assert code == 2 and "--text is an option of `aiayn lm train`: lm-char is a " \
         "language_model config; run `aiayn lm train lm-char ... --text ...`" in err
     # a model trained on pairs has no sentinels to pretrain with
-    plain = translation.train(translation.experiment(config, ["train.max_steps=2"],
+    plain = seq2seq.train(seq2seq.experiment(config, ["train.max_steps=2"],
                                                      out=tmp_path / "plain"), say=quiet).folder
     (tmp_path / "t.txt").write_text("\n\n".join(cyclic_text(60, 1)), encoding="utf-8")
     code, _, err = run(capsys, "train", config, f"model.init={plain}", "--text",
@@ -166,30 +166,30 @@ def test_pretrain_from_the_command_line_then_fine_tune(tmp_path, capsys):
     code, out, _ = run(capsys, "train", tmp_path / "c.yaml", "--text", tmp_path / "toy.txt",
                        "--out", tmp_path / "m", "--resume", "train.max_steps=8")
     assert code == 0 and "trained 8 steps" in out
-    pre = translation.experiment("pretrain-span")
-    tune = translation.experiment("summarize-small", ["model.init=x"])
+    pre = seq2seq.experiment("pretrain-span")
+    tune = seq2seq.experiment("summarize-small", ["model.init=x"])
     assert {**pre.model, "init": "x"} == tune.model and pre.data.objective == "span"
 
 
 def test_the_permutation_objectives_train_on_shuffled_sentences_of_the_text(tmp_path, monkeypatch):
-    """data.objective=permute / infill+permute (BART §2.2, §5.1) through translation.train: the
+    """data.objective=permute / infill+permute (BART §2.2, §5.1) through seq2seq.train: the
     batches' targets are the documents, their sources the same sentences in another order
     (permute) or <mask>ed (infill+permute); the folder's tokenizer has <mask> for the latter."""
     sentences = [" ".join(LETTERS[i:i + 3]).capitalize() + "." for i in range(6)]  # "A b c."
     paragraphs = [" ".join(random.Random(k).sample(sentences, 4)) for k in range(60)]
     (tmp_path / "s.txt").write_text("\n\n".join(paragraphs) + "\n", encoding="utf-8")
     seen = []
-    trainer = translation.Trainer
+    trainer = seq2seq.Trainer
 
     def spy(model, cfg, batches, *args, **kwargs):
         seen.append(batches.plan(0))
         return trainer(model, cfg, batches, *args, **kwargs)
 
-    monkeypatch.setattr(translation, "Trainer", spy)
+    monkeypatch.setattr(seq2seq, "Trainer", spy)
     for objective in ("permute", "infill+permute"):
         cfg = pretrain_config(tmp_path, objective, out=objective, max_steps=2)
         cfg["data"]["text"] = [str(tmp_path / "s.txt")]
-        folder = translation.train(translation.experiment(cfg), say=quiet).folder
+        folder = seq2seq.train(seq2seq.experiment(cfg), say=quiet).folder
         tok = Tokenizer.load(folder)
         stops = denoising.sentence_stops(tok)
         pairs = [p for b in seen.pop() for p in b]

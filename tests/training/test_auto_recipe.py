@@ -4,7 +4,7 @@ and the budget, an ordinary config, and one-line refusals."""
 import pytest
 
 from aiayn.errors import UserError
-from aiayn.tasks.translation import experiment
+from aiayn.tasks.seq2seq import experiment
 from aiayn.training.auto_recipe import SHAPES, Budget, CorpusFacts, facts_of, plan
 
 ORDER = [s[0] for s in SHAPES]

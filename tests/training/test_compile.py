@@ -8,7 +8,7 @@ import pytest
 
 from aiayn.config import TrainConfig
 from aiayn.errors import ConfigError, UserError
-from aiayn.tasks.translation import translation_loss
+from aiayn.tasks.seq2seq_loss import seq2seq_loss
 from aiayn.training.trainer import Trainer
 from tests.training.test_trainer import copy_stream, quiet, random_sequences, tiny_model
 
@@ -36,7 +36,7 @@ def test_cuda_graphs_are_refused_on_the_cpu(tmp_path):
     with pytest.raises(UserError, match=r"cuda_graphs=true: CUDA graphs need a CUDA device; "
                                         r"this run trains on cpu") as e:
         Trainer(tiny_model(), quiet(max_steps=2, compile=True, cuda_graphs=True, device="cpu"),
-                copy_stream(random_sequences(16, 3), 8), translation_loss(0.1), tmp_path,
+                copy_stream(random_sequences(16, 3), 8), seq2seq_loss(0.1), tmp_path,
                 family="transformer")
     assert "\n" not in str(e.value)
 
@@ -48,7 +48,7 @@ def test_the_trainer_pads_the_batches_it_takes(tmp_path):
 
     def watching(model, batch):
         taken.append((batch.src.shape[1], batch.tgt_out.shape[1], batch.tgt_index))
-        return translation_loss(0.1)(model, batch)
+        return seq2seq_loss(0.1)(model, batch)
 
     result = Trainer(tiny_model(), quiet(max_steps=4, log_every=2, pad_to_multiple=8),
                      copy_stream(random_sequences(32, 3), 8), watching, tmp_path,
@@ -71,7 +71,7 @@ def test_a_compiled_update_trains_as_the_eager_one(tmp_path):
         out = tmp_path / str(compiled)
         cfg = quiet(max_steps=5, log_every=1, compile=compiled)
         trainer = Trainer(tiny_model(), cfg, copy_stream(random_sequences(40, 3), 8),
-                          translation_loss(0.1), out, family="transformer")
+                          seq2seq_loss(0.1), out, family="transformer")
         trainer._say = said.append
         assert trainer.fit().step == 5
         losses[compiled] = _losses(out)

@@ -18,7 +18,7 @@ from aiayn.config.experiment import (
 from aiayn.config.experiment import load_experiment as load_any
 from aiayn.errors import UserError
 from aiayn.folder.families import FAMILIES, task_family
-from aiayn.tasks.translation import TASK
+from aiayn.tasks.seq2seq import TASK
 
 
 def load_experiment(config, overrides=()):
@@ -82,7 +82,7 @@ def test_file_errors(tmp_path):
         load_experiment(top)
     other = tmp_path / "other.yaml"
     other.write_text("task: language_model\n")
-    with pytest.raises(UserError, match="not a translation config"):
+    with pytest.raises(UserError, match="not a seq2seq config"):
         load_experiment(other)
 
 
@@ -109,7 +109,7 @@ def test_parse_value_reads_yaml_scalars():
 # -- recipes: a built-in config is the one source of its settings ------------------------------
 
 # data a task's recipe leaves to the command line (--corpus), for loading without one
-DATA_OF = {"translation": {"corpus": "gettext"}, "text_classification": {"corpus": "gettext-origin"}}
+DATA_OF = {"seq2seq": {"corpus": "gettext"}, "text_classification": {"corpus": "gettext-origin"}}
 
 
 def _builtin(name):
@@ -121,7 +121,7 @@ def test_every_built_in_config_loads_for_the_task_it_names():
     classifier's recipe names no corpus: CLI flags or a data override give one)."""
     for name in builtin_configs():
         task = config_task(name)
-        assert task == _builtin(name).get("task", "translation"), name
+        assert task == _builtin(name).get("task", "seq2seq"), name
         data = None if _builtin(name).get("data") else DATA_OF.get(task)
         exp = load_any(name, task=task, data=data)
         assert exp.task is task_family(task) and exp.to_dict()["task"] == task
@@ -131,10 +131,10 @@ def test_every_built_in_config_loads_for_the_task_it_names():
 def test_a_run_without_a_config_is_its_task_recipe(family):
     """The family table names each task's recipe, a built-in config of that task; without a
     config the experiment is that file (less its output folder) and its train settings are the
-    file's, with nothing added from elsewhere. Translation's recipe is TrainConfig's own (§5)."""
+    file's, with nothing added from elsewhere. Seq2seq's recipe is TrainConfig's own (§5)."""
     exp = load_any(None, task=family.task, data=DATA_OF.get(family.task))
     if family.recipe is None:
-        assert family.task == "translation" and exp.train == TrainConfig()
+        assert family.task == "seq2seq" and exp.train == TrainConfig()
         return
     raw = _builtin(family.recipe)
     assert raw["task"] == family.task and exp.out is None
@@ -183,13 +183,13 @@ def test_no_task_module_states_train_settings():
 
 
 def test_config_task_names_the_task_of_a_config(tmp_path):
-    assert config_task("lm-char") == "language_model" and config_task("demo") == "translation"
-    assert config_task("tiny") == "translation"  # a preset name: the translation preset
+    assert config_task("lm-char") == "language_model" and config_task("demo") == "seq2seq"
+    assert config_task("tiny") == "seq2seq"  # a preset name: the seq2seq preset
     assert config_task("demo", ["task=image_classification"]) == "image_classification"
     bad = tmp_path / "bad.yaml"
     bad.write_text("task: lm\n")
     with pytest.raises(UserError, match=r"bad.yaml: task='lm': unknown task; choose one of "
-                                        r"translation, language_model"):
+                                        r"seq2seq, language_model"):
         config_task(bad)
 
 
@@ -198,7 +198,7 @@ class _Started(Exception):
 
 
 @pytest.mark.parametrize("task, text", [
-    ("translation", "model: {preset: tiny}\ndata: {corpus: dates-numbers}\n"),
+    ("seq2seq", "model: {preset: tiny}\ndata: {corpus: dates-numbers}\n"),
     ("language_model", "task: language_model\nmodel: {preset: tiny}\n"
                        "data: {corpus: python-stdlib}\n"),
 ])

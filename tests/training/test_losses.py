@@ -126,7 +126,7 @@ def test_padding_a_batch_to_a_multiple_changes_no_loss_nor_gradient(multiple):
     loss's fp32 sums."""
     from aiayn import Transformer, preset
     from aiayn.data.batching import collate
-    from aiayn.tasks.translation import translation_loss
+    from aiayn.tasks.seq2seq_loss import seq2seq_loss
 
     batch = collate([([5, 6, 7, 8, 9], [10, 11]), ([12, 13], [14, 15, 16, 17, 18, 19]),
                      ([20], [21])])
@@ -137,7 +137,7 @@ def test_padding_a_batch_to_a_multiple_changes_no_loss_nor_gradient(multiple):
     def run(b):
         torch.manual_seed(1)
         model = Transformer(preset("tiny", vocab_size=24, d_model=16, d_ff=32)).double()
-        loss, n, sums = translation_loss(0.1)(model, b)
+        loss, n, sums = seq2seq_loss(0.1)(model, b)
         loss.backward()
         return float(loss.detach()), int(n), {k: float(v) for k, v in sums.items()}, \
             {k: p.grad for k, p in model.named_parameters()}

@@ -14,8 +14,8 @@ import torch
 from aiayn import EncoderModel, Transformer, encoder_preset, preset
 from aiayn.data.batching import MaskedTokens, collate
 from aiayn.data.mlm import mask_tokens
+from aiayn.tasks.seq2seq_loss import seq2seq_loss
 from aiayn.tasks.text_classification import masked_lm_loss
-from aiayn.tasks.translation import translation_loss
 from aiayn.training.losses import classification_loss, label_smoothed_nll
 from aiayn.training.progress import Window
 from aiayn.training.trainer import Trainer
@@ -78,12 +78,12 @@ def test_an_update_reads_no_number_from_a_tensor(tmp_path, reads, settings):
 
 
 @pytest.mark.parametrize("multiple", [1, 8])
-def test_an_update_of_the_translation_loss_reads_no_number_from_a_tensor(tmp_path, reads,
+def test_an_update_of_the_seq2seq_loss_reads_no_number_from_a_tensor(tmp_path, reads,
                                                                         multiple):
-    """The task's own loss (tasks/translation.py) as `aiayn train` runs it: on collated batches
+    """The task's own loss (tasks/seq2seq.py) as `aiayn train` runs it: on collated batches
     (the non-pad rows at the host's Batch.tgt_index) and on padded ones (the padding masked).
     Its accuracy was an int() of a device sum: a read every batch."""
-    assert _updates_reads(tmp_path, reads, translation_loss(0.1), pad_to_multiple=multiple) == {}
+    assert _updates_reads(tmp_path, reads, seq2seq_loss(0.1), pad_to_multiple=multiple) == {}
 
 
 def _on_meta(loss_fn, model, batch):
@@ -98,13 +98,13 @@ def _on_meta(loss_fn, model, batch):
 
 @pytest.mark.parametrize("counted_once", [(), (3,)])
 @pytest.mark.parametrize("multiple", [1, 8])
-def test_the_translation_loss_needs_no_value_from_the_device(counted_once, multiple):
-    """tasks/translation.py's loss: the rows it projects come from the host (Batch.tgt_index),
+def test_the_seq2seq_loss_needs_no_value_from_the_device(counted_once, multiple):
+    """tasks/seq2seq.py's loss: the rows it projects come from the host (Batch.tgt_index),
     not from a boolean mask of the targets (a data-dependent shape: a sync on a GPU, a graph
     break for torch.compile); the accuracy stays a tensor."""
     batch = collate([([5, 6, 7], [8, 9]), ([5], [8, 9, 10, 11]), ([4, 4, 4, 4, 4], [7])])
     model = Transformer(preset("tiny", vocab_size=12, d_model=16, d_ff=32))
-    n, sums = _on_meta(translation_loss(0.1, counted_once), model, batch.padded(multiple))
+    n, sums = _on_meta(seq2seq_loss(0.1, counted_once), model, batch.padded(multiple))
     assert n == batch.tgt_count == 10 if multiple == 1 else isinstance(n, torch.Tensor)
     assert all(isinstance(v, torch.Tensor) and v.dim() == 0 for v in sums.values())
 

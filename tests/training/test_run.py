@@ -28,7 +28,7 @@ def tiny(task, tmp, **train):
     """(module, experiment, task-specific keywords of its train()) of a run of a few seconds."""
     module = importlib.import_module(f"aiayn.tasks.{task}")
     model, data, extra = {"preset": "tiny", "d_model": 16, "d_ff": 32}, {}, {}
-    if task == "translation":
+    if task == "seq2seq":
         write_pairs(digit_pairs(60, 1), tmp / "train.src", tmp / "train.tgt")
         data = {"train_src": str(tmp / "train.src"), "train_tgt": str(tmp / "train.tgt"),
                 "vocab_size": 120, "valid_pairs": 4}
@@ -126,7 +126,7 @@ def test_records_written_before_every_task_shared_one_form_still_resume(tmp_path
     with pytest.raises(UserError, match="the texts settings differ"):
         start_run(lm, True, inputs={"texts": [], "valid_texts": []}, may_change=free)
     (tmp_path / "t").mkdir()
-    _, tr, _ = tiny("translation", tmp_path / "t")
+    _, tr, _ = tiny("seq2seq", tmp_path / "t")
     old = {"model": tr.model, "train": {},
            "data": {k: v for k, v in tr.data.to_dict().items() if k != "source_eos"}}
     _folder(tmp_path / "t" / "m", {"d_model": 16}, old)

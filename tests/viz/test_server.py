@@ -238,7 +238,7 @@ def test_the_folders_search_is_used_unless_a_beam_is_given(tmp_path, monkeypatch
     generation_config.json gives them) drive the explorer, `aiayn viz attention` and Inspector.run
     as they drive `aiayn translate`: its beam unless one is asked for, its other settings always."""
     from aiayn.cli import main
-    from aiayn.tasks import translation, translator
+    from aiayn.tasks import seq2seq, translator
 
     search = {"beam": 3, "alpha": 1.0, "no_repeat_ngram_size": 2}
     folder = make_translation_folder(tmp_path / "m", meta={"generation": search})
@@ -255,7 +255,7 @@ def test_the_folders_search_is_used_unless_a_beam_is_given(tmp_path, monkeypatch
     assert client.post("/api/translate", json={"text": "the cat sat"}).status_code == 200
     assert client.post("/api/translate", json={"text": "the cat", "beam": 2}).status_code == 200
     assert Inspector.load(folder).run("the cat").output == \
-        translation.Translator.load(folder).translate("the cat")[0]
+        seq2seq.Translator.load(folder).translate("the cat")[0]
     assert main(["viz", "attention", "--model", str(folder), "the cat", "--out",
                  str(tmp_path / "figs"), "--kind", "cross", "--layer", "1"]) == 0
     assert seen == [search, {**search, "beam": 2}, search, search, search]

@@ -33,7 +33,7 @@ BUILTIN_LANGUAGES = {"gettext": ("en", "de"), "dates-numbers": ("en", "de")}
 def train_auto(args: argparse.Namespace, overrides: list[str]) -> int:
     from aiayn.cli.common import report_training
     from aiayn.config.experiment import apply_overrides
-    from aiayn.tasks.translation import experiment, train
+    from aiayn.tasks.seq2seq import experiment, train
 
     if args.minutes is None:
         raise UserError("`aiayn train auto` needs --minutes M: the training budget it plans for")
@@ -84,7 +84,7 @@ def _source(args: argparse.Namespace, overrides: list[str]) -> dict[str, Any]:
 
 def _facts(source: dict[str, Any]):
     from aiayn.config import ConfigError
-    from aiayn.tasks.translation import DataConfig, load_pairs
+    from aiayn.tasks.seq2seq import DataConfig, load_pairs
     from aiayn.training.auto_recipe import facts_of
 
     try:

@@ -337,14 +337,14 @@ def training_command(p: argparse.ArgumentParser, func: Callable[[argparse.Namesp
 
 def config_task_of(args: argparse.Namespace) -> str:
     """The task `aiayn train CONFIG [KEY=VALUE ...]` trains: the one the config names (its
-    `task:`, or a task= override); translation for a config that names none. CONFIG is read
+    `task:`, or a task= override); seq2seq for a config that names none. CONFIG is read
     here, once: what was read is kept in args.source for the task's loader (config_of)."""
     from aiayn.config.experiment import config_task, read_source
     from aiayn.folder.families import task_family
 
     items = [args.config or "", *args.overrides]
     if args.config is not None and "=" not in args.config:
-        args.source = read_source(args.config, task_family("translation"))
+        args.source = read_source(args.config, task_family("seq2seq"))
     return config_task(args.source, [i for i in items if i.startswith("task=")])
 
 

@@ -28,8 +28,8 @@ def register(sub) -> None:
     p.add_argument("name", nargs="?", help="print this built-in config")
     p.add_argument("--keys", nargs="?", const="all", choices=("all", "model", "data", "train"),
                    help="list the keys of a section (default: all sections)")
-    p.add_argument("--task", choices=TASKS, default="translation",
-                   help="whose model and data keys (default translation)")
+    p.add_argument("--task", choices=(*TASKS, "translation"), default="seq2seq",
+                   help="whose model and data keys (default seq2seq; translation: its old name)")
     p.set_defaults(func=_configs)
 
 

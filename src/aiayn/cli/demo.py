@@ -112,7 +112,7 @@ def run_demo(out: str | Path = "demo-model", minutes: float | None = None, beam:
              test_limit: int | None = None, overrides: list[str] | None = None) -> int:
     import torch
 
-    from aiayn.tasks import translation
+    from aiayn.tasks import seq2seq
 
     out = Path(out)
     overrides = list(overrides or [])
@@ -120,7 +120,7 @@ def run_demo(out: str | Path = "demo-model", minutes: float | None = None, beam:
         if not minutes > 0:
             raise UserError(f"--minutes {minutes}: must be positive")
         overrides.append(f"train.max_minutes={float(minutes)}")
-    exp = translation.experiment("demo", overrides)
+    exp = seq2seq.experiment("demo", overrides)
     # One demo writes `out` (and its training folder beside it) at a time (aiayn.folder.lock).
     with writer_lock(out):
         _check_out(out)
@@ -133,7 +133,7 @@ def run_demo(out: str | Path = "demo-model", minutes: float | None = None, beam:
 
 
 def _run(exp, out: Path, beam: int, test_limit: int | None) -> int:
-    from aiayn.tasks import translation
+    from aiayn.tasks import seq2seq
 
     tmp = out.parent / f".{out.name}.training"
     if tmp.exists():
@@ -142,7 +142,7 @@ def _run(exp, out: Path, beam: int, test_limit: int | None) -> int:
     _say(f"aiayn demo: teaching a Transformer to translate English dates and numbers into German "
          f"(training on the CPU {until}at most {exp.train.max_minutes:g} minutes)")
     try:
-        result = translation.train(exp, out=tmp, say=_say, meta={"demo": True})
+        result = seq2seq.train(exp, out=tmp, say=_say, meta={"demo": True})
         if result.interrupted:
             shutil.rmtree(tmp, ignore_errors=True)
             print(f"aiayn: interrupted; {out} left as it was", file=sys.stderr)

@@ -215,13 +215,13 @@ def _translate_opts(args: argparse.Namespace) -> dict:
 
 def _train(args: argparse.Namespace) -> int:
     from aiayn.folder.families import task_family
-    from aiayn.tasks.translation import experiment, train
+    from aiayn.tasks.seq2seq import TASK, experiment, train
 
     if args.config == "auto":  # a recipe chosen for the corpus and --minutes
         from aiayn.cli.auto import train_auto
         return train_auto(args, split_overrides(args))
     task = config_task_of(args)  # a config of another task: that task's command trains it
-    if task != "translation":
+    if task != TASK:
         if args.text:
             command = task_family(task).command  # as train_as says it of --text after CONFIG
             raise UserError(f"--text is an option of `{command}`: {args.config} is a {task} "

@@ -1,7 +1,7 @@
 """One experiment loader for every task: a config (YAML/JSON file, built-in name, or model preset)
 plus dotted `key=value` overrides, layered over the task's recipe -> typed configs.
 
-    task: translation          # optional: which task the file is for (checked when present)
+    task: seq2seq              # optional: which task the file is for (checked when present)
     out: runs/dates            # the model folder to write
     model: {preset: small, d_model: 256, n_layers: 3}   # model config fields (+ preset)
     data: {corpus: dates-numbers, vocab_size: 2000}      # the task's data config fields
@@ -14,7 +14,7 @@ it read (a ConfigSource) to that task's loader; the recipe is read once per expe
 
 A task's recipe is a built-in config (aiayn/configs/NAME.yaml, named by the family table,
 aiayn.folder.families): the language model's is lm.yaml, the text classifier's classify.yaml, the ViT's
-vit-digits.yaml; translation has none (TrainConfig's defaults are the paper's §5 recipe).
+vit-digits.yaml; seq2seq has none (TrainConfig's defaults are the paper's §5 recipe).
 
   * Without a config, the experiment is the recipe (less its `out`: name the folder with --out;
     with model.init, the fine_tuning settings below apply over the recipe's train section).
@@ -49,7 +49,7 @@ from aiayn.config.files import MAX_VALUES, check_values, load_json, load_yaml, r
 from aiayn.config.train import TrainConfig
 from aiayn.devices import resolve_device
 from aiayn.errors import ConfigError, UserError
-from aiayn.folder.families import Family, task_family
+from aiayn.folder.families import Family, task_family, task_name
 from aiayn.sizes import check_fits
 
 SECTIONS = ("task", "out", "model", "data", "train")
@@ -120,7 +120,7 @@ def describe_config(path: Path) -> tuple[str, str]:
     """(task, first comment line) of a built-in config, for `aiayn configs`."""
     text = path.read_text(encoding="utf-8")
     first = next((line.lstrip("# ").strip() for line in text.splitlines() if line.startswith("#")), "")
-    task = (load_yaml(text, path) or {}).get("task", "translation")
+    task = (load_yaml(text, path) or {}).get("task", "seq2seq")
     return task, first
 
 
@@ -224,15 +224,15 @@ def read_source(config: Source, task: Family,
 
 
 def config_task(config: Source, overrides: Sequence[str] = ()) -> str:
-    """The task a config names (its `task:`, or a task= override); "translation" when it names
-    none (a model preset name is a translation preset). `config` read once: read_source's
-    ConfigSource, loaded later as it is."""
+    """The task a config names (its `task:`, or a task= override; an alias read as the task it
+    names); "seq2seq" when it names none (a model preset name is a seq2seq preset). `config`
+    read once: read_source's ConfigSource, loaded later as it is."""
     if config is None:
-        return "translation"
-    source = read_source(config, task_family("translation"))
+        return "seq2seq"
+    source = read_source(config, task_family("seq2seq"))
     where = source.where
     task = apply_overrides(source.raw, [o for o in overrides if o.startswith("task=")],
-                           where).get("task", "translation")
+                           where).get("task", "seq2seq")
     try:
         return task_family(task).task
     except UserError as e:
@@ -254,7 +254,7 @@ def experiment_from_dict(raw: dict[str, Any], task: Family, where: str = "config
     if unknown:
         raise UserError(f"{where}: unknown key {unknown[0]!r}{did_you_mean(unknown[0], SECTIONS)}; "
                         f"keys are {', '.join(SECTIONS)}")
-    if raw.get("task", task.task) != task.task:
+    if task_name(raw.get("task", task.task)) != task.task:  # an old name reads as today's
         raise UserError(f"{where}: task={raw['task']!r}: this is not a {task.task} config "
                         f"(`{task.command}` trains {task.task} models, `aiayn train` the task "
                         "a config names; `aiayn configs` lists each config with its task)")

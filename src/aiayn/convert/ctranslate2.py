@@ -58,7 +58,7 @@ from typing import Any
 from aiayn.config import options
 from aiayn.errors import UserError
 from aiayn.folder import TOKENIZER_FILE, checkpoint_path, load_model, new_folder, require_new_folder
-from aiayn.folder.families import TRANSLATION
+from aiayn.folder.families import SEQ2SEQ
 
 # ctranslate2's weight types (ctranslate2.specs.model_spec.ACCEPTED_MODEL_TYPES) that make sense
 # on a CPU or a GPU: --quantization's choices
@@ -267,7 +267,7 @@ def converter(folder: str | Path, checkpoint: int | None = None):
         def _load(self):
             from aiayn.data.tokenizer import Tokenizer
 
-            model, meta = load_model(folder, expect=TRANSLATION, checkpoint=checkpoint)
+            model, meta = load_model(folder, expect=SEQ2SEQ, checkpoint=checkpoint)
             tokenizer = Tokenizer.load(folder, check_specials="special_ids" not in meta)
             return model_spec(model, meta, tokenizer, str(folder))
 

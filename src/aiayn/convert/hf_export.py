@@ -46,7 +46,7 @@ from aiayn.folder import (
     new_folder,
     require_new_folder,
 )
-from aiayn.folder.families import ENCODER, FAMILIES, LANGUAGE_MODEL, TRANSLATION, VIT
+from aiayn.folder.families import ENCODER, FAMILIES, LANGUAGE_MODEL, SEQ2SEQ, VIT
 
 
 def _gpt2(config: Any, meta: dict[str, Any]) -> dict[str, Any]:
@@ -107,7 +107,7 @@ def _vit_weights(model: nn.Module) -> dict[str, Tensor]:
 ConfigOf = Callable[[Any, dict[str, Any]], dict[str, Any]]
 WeightsOf = Callable[[nn.Module], dict[str, Tensor]]
 EXPORTERS: dict[str, tuple[str, ConfigOf, WeightsOf]] = {
-    TRANSLATION: ("MarianMTModel", _marian, _marian_weights),
+    SEQ2SEQ: ("MarianMTModel", _marian, _marian_weights),
     LANGUAGE_MODEL: ("GPT2LMHeadModel", _gpt2, _gpt2_weights),
     VIT: ("ViTForImageClassification", _vit, _vit_weights),
     ENCODER: ("BERT", _bert, _bert_weights),
@@ -134,13 +134,13 @@ def export_hf(folder: str | Path, out: str | Path) -> str:
     if original is not None:
         config, state, kept = original
     config["aiayn"] = {"exported_from": str(folder), "family": family}
-    if family == TRANSLATION and meta.get("generation"):  # an imported model's own search
+    if family == SEQ2SEQ and meta.get("generation"):  # an imported model's own search
         config["aiayn"]["own_search"] = True
     if family == ENCODER:  # BERT's own special tokens: [CLS] = <s>, [SEP] = </s>, [MASK]
         ids = dict(meta.get("special_ids", {}))
     else:  # aiayn's (data/special.py), or an imported model's own (GPT-2's <|endoftext|>)
         ids = {"bos": BOS, "eos": EOS, "pad": PAD, **meta.get("special_ids", {})}
-    if family in (TRANSLATION, LANGUAGE_MODEL) and original is None:
+    if family in (SEQ2SEQ, LANGUAGE_MODEL) and original is None:
         config.update({f"{k}_token_id": v for k, v in ids.items()
                        if k not in ("unk", "mask") and v is not None})  # (the tokenizer's two)
     if family != VIT and not (folder / TOKENIZER_FILE).is_file():
@@ -176,9 +176,9 @@ def _write_generation_config(out: Path, config: dict[str, Any], model: nn.Module
                                           "forced_eos_token_id")
                   if k in config}
     generation["max_length"] = getattr(model.config, "max_len", 1024)
-    if family == TRANSLATION:
+    if family == SEQ2SEQ:
         generation["num_beams"] = 4
-    if family == TRANSLATION and search:
+    if family == SEQ2SEQ and search:
         generation.update(_hf_search(search))
     atomic_write_text(out / "generation_config.json", json.dumps(generation, indent=2) + "\n")
 

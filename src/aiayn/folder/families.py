@@ -3,7 +3,7 @@ which task trains and uses it, the object `aiayn.load` returns, and what the one
 loader (aiayn.config.experiment) needs to know of that task.
 
 A folder's config.json names its family ("family": "transformer") and a config file its task
-("task: translation"); everything that dispatches on either (loading weights, `aiayn.load`, the
+("task: seq2seq"; the old name "translation" is an alias, TASK_ALIASES); everything that dispatches on either (loading weights, `aiayn.load`, the
 attention views, the explorer, the experiment loader, `aiayn train`) reads this table instead of
 repeating the names. The table names the task module's classes (its data config, its object) by
 name, so it stays below the tasks: a task module is imported only when one of them is needed.
@@ -20,7 +20,8 @@ from aiayn.data.special import PAD
 from aiayn.errors import UserError
 from aiayn.models import DecoderLM, EncoderModel, Transformer, VisionTransformer
 
-TRANSLATION = "transformer"  # encoder-decoder (§3), a Translator
+SEQ2SEQ = "transformer"  # encoder-decoder (§3), a Translator
+TRANSLATION = SEQ2SEQ  # the old name of the constant, kept as an alias
 LANGUAGE_MODEL = "decoder_lm"  # decoder-only (GPT-style), a LanguageModel
 ENCODER = "encoder"  # encoder-only (BERT-style), a TextEncoder
 VIT = "vit"  # Vision Transformer, an ImageClassifier
@@ -60,7 +61,7 @@ class Family:
 _BY_TOKENIZER = {k: "set by the tokenizer (use data.vocab_size)" for k in ("vocab_size", "pad_id")}
 
 FAMILIES: dict[str, Family] = {f.name: f for f in (
-    Family(TRANSLATION, "translation", "aiayn train", TransformerConfig, Transformer,
+    Family(SEQ2SEQ, "seq2seq", "aiayn train", TransformerConfig, Transformer,
            "DataConfig", "Translator", "a translation model", model_keys=("init",),
            set_by_data=_BY_TOKENIZER, placeholders={"vocab_size": 1000, "pad_id": PAD}),
     Family(LANGUAGE_MODEL, "language_model", "aiayn lm train", DecoderLMConfig, DecoderLM,
@@ -80,8 +81,19 @@ FAMILIES: dict[str, Family] = {f.name: f for f in (
 )}
 
 
+# Old task names -> today's: configs, model folders' records and scripts that name them still load.
+TASK_ALIASES = {"translation": "seq2seq"}
+
+
+def task_name(task: Any) -> Any:
+    """Today's name of the task named `task` ("translation" -> "seq2seq"); other values as given."""
+    return TASK_ALIASES.get(task, task) if isinstance(task, str) else task
+
+
 def task_family(task: str) -> Family:
-    """The family the task named `task` trains (a config file's `task: language_model`)."""
+    """The family the task named `task` (or its alias) trains (a config file's `task:
+    language_model`)."""
+    task = task_name(task)
     for family in FAMILIES.values():
         if family.task == task:
             return family
@@ -92,4 +104,5 @@ def task_family(task: str) -> Family:
                     f"{', '.join(tasks)}")
 
 
-__all__ = ["ENCODER", "FAMILIES", "Family", "LANGUAGE_MODEL", "TRANSLATION", "VIT", "task_family"]
+__all__ = ["ENCODER", "FAMILIES", "Family", "LANGUAGE_MODEL", "SEQ2SEQ", "TASK_ALIASES",
+           "TRANSLATION", "VIT", "task_family", "task_name"]

@@ -69,7 +69,7 @@ class Plan:
 def corpus_content(corpus: str) -> dict[str, Any]:
     """The fingerprint of the pairs `corpus` (a built-in name or a folder) gives, train + valid."""
     from aiayn.data.fingerprint import pairs_fingerprint
-    from aiayn.tasks.translation import DataConfig, load_pairs
+    from aiayn.tasks.seq2seq import DataConfig, load_pairs
 
     splits = load_pairs(DataConfig(**data_section(corpus)))
     return pairs_fingerprint({k: v for k, v in splits.items() if k in ("train", "valid")})
@@ -114,8 +114,8 @@ def row_settings(row: Row, plan: Plan) -> dict[str, Any]:
 
 
 def row_experiment(row: Row, seed: int, plan: Plan, folder: Path):
-    """The translation experiment of one row and seed."""
-    from aiayn.tasks import translation
+    """The seq2seq experiment of one row and seed."""
+    from aiayn.tasks import seq2seq
 
     scale = SCALES[plan.scale]
     s = row_settings(row, plan)
@@ -124,7 +124,7 @@ def row_experiment(row: Row, seed: int, plan: Plan, folder: Path):
         budget = [f"train.max_minutes={plan.minutes_per_row * steps_ratio(row)}"]
     overrides = [*model_overrides(s), f"train.seed={seed}", f"data.vocab_size={scale.vocab_size}",
                  "train.average_width=0", *budget, *plan.overrides]
-    return translation.experiment(scale.config, overrides, out=folder,
+    return seq2seq.experiment(scale.config, overrides, out=folder,
                                   data=data_section(plan.corpus))
 
 

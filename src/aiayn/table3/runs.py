@@ -73,7 +73,7 @@ def dev_pairs(exp, limit: int | None, splits: dict[str, Any] | None = None
               ) -> list[tuple[str, str]]:
     """The dev split the row is scored on: the corpus's validation pairs (the first `limit`), of
     `splits` (what the row's training read: train's result.splits), else read here."""
-    from aiayn.tasks.translation import load_pairs
+    from aiayn.tasks.seq2seq import load_pairs
 
     pairs = (splits if splits is not None else load_pairs(exp.data))["valid"]
     return pairs[:limit] if limit else pairs
@@ -108,7 +108,7 @@ def run_row(row: Row, seed: int, plan: Plan, out: Path, resume: bool,
     row run alone under torchrun joins them as it trains)."""
     from aiayn.devices import launched
     from aiayn.folder.checkpoint import TRAIN_STATE_FILE
-    from aiayn.tasks.translation import train
+    from aiayn.tasks.seq2seq import train
 
     folder = out / "rows" / row.name / f"seed{seed}"
     exp = row_experiment(row, seed, plan, folder)

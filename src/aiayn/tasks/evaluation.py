@@ -46,7 +46,7 @@ def evaluate(model: Translator | str | Path, sources: Sequence[str], references:
     import torch
 
     from aiayn.generation.workers import resolve_workers
-    from aiayn.tasks.translation import score_translations
+    from aiayn.tasks.seq2seq import score_translations
 
     translator = model if isinstance(model, Translator) else Translator.load(model)
     if len(sources) != len(references):
@@ -85,10 +85,10 @@ def evaluate(model: Translator | str | Path, sources: Sequence[str], references:
 
 
 def summarizes(meta: dict) -> bool:
-    """Whether a model folder's validation scored ROUGE (translation.reports_rouge of its
+    """Whether a model folder's validation scored ROUGE (seq2seq.reports_rouge of its
     config.json's data settings: trained on a summarization corpus, or data.valid_rouge), so
     that evaluate reports it unasked; False for a folder without them (an imported one)."""
-    from aiayn.tasks.translation import DataConfig, reports_rouge
+    from aiayn.tasks.seq2seq import DataConfig, reports_rouge
 
     data = meta.get("experiment", {}).get("data")
     try:

@@ -1,18 +1,19 @@
-"""Translation (§5, §6.1): the encoder-decoder Transformer trained on sentence pairs.
+"""The seq2seq task (§5, §6.1): the encoder-decoder Transformer trained on pairs of texts:
+translation (the paper's), summarization, and T5/BART denoising pretraining (data.objective).
 
-    from aiayn.tasks import translation
-    exp = translation.experiment("demo", ["train.max_minutes=2"], out="demo-model")
-    result = translation.train(exp)                            # result.folder: the model
-    translation.Translator.load(result.folder).translate(["March 5, 2024"])  # ["5. März 2024"]
+    from aiayn.tasks import seq2seq
+    exp = seq2seq.experiment("demo", ["train.max_minutes=2"], out="demo-model")
+    result = seq2seq.train(exp)                                # result.folder: the model
+    seq2seq.Translator.load(result.folder).translate(["March 5, 2024"])  # ["5. März 2024"]
 
-The same skeleton as every module of aiayn.tasks: data config, reading the data,
-batches, loss, evaluation, training. The user-facing object (Translator) and the importers of
-transformers' checkpoints (import_hf_marian, import_hf_bart, import_hf_t5) live in
-aiayn.tasks.translator, and are re-exported here. The folder it writes holds config.json (family
-"transformer", plus the experiment), model.safetensors, tokenizer.json, train_state.pt,
-checkpoints/ and metrics.jsonl.
+The same skeleton as every module of aiayn.tasks: data config, reading the data, batches, loss
+(aiayn.tasks.seq2seq_loss), evaluation, training. The user-facing object (Translator: it
+translates and summarizes) and the importers of transformers' checkpoints (import_hf_marian,
+import_hf_bart, import_hf_t5) live in aiayn.tasks.translator, and are re-exported here. The
+folder it writes holds config.json (family "transformer", plus the experiment),
+model.safetensors, tokenizer.json, train_state.pt, checkpoints/ and metrics.jsonl. The task was
+named "translation" before; aiayn.tasks.translation and `task: translation` are its aliases.
 """
-
 from __future__ import annotations
 
 import time
@@ -22,25 +23,24 @@ from pathlib import Path
 from typing import Any
 
 import sacrebleu
-import torch
 from torch import nn
 
 from aiayn.config import Config, _fail
 from aiayn.config.experiment import Experiment, load_experiment
 from aiayn.convert.hf_original import repeated_ids
-from aiayn.data.batching import Batch, collate, token_batches
+from aiayn.data.batching import collate, token_batches
 from aiayn.data.parallel import Pair, filter_long, read_parallel
 from aiayn.data.special import EOS, PAD
 from aiayn.data.tokenizer import Tokenizer
 from aiayn.errors import UserError
 from aiayn.folder import EXAMPLE_CHARS
 from aiayn.folder.families import FAMILIES
-from aiayn.folder.families import TRANSLATION as FAMILY
+from aiayn.folder.families import SEQ2SEQ as FAMILY
 from aiayn.generation.search import decode_ids
 from aiayn.models import Transformer
+from aiayn.tasks.seq2seq_loss import seq2seq_loss
 from aiayn.tasks.translator import Translator, import_hf_bart, import_hf_marian, import_hf_t5
 from aiayn.training import distributed
-from aiayn.training.losses import smoothed_cross_entropy
 from aiayn.training.run import TrainResult, start_run
 from aiayn.training.stream import BatchStream
 from aiayn.training.trainer import Trainer
@@ -194,45 +194,6 @@ def denoising_batches(docs: Sequence[list[int]], data: DataConfig, special: Sequ
                        collate=collate)
 
 
-# -- loss ----------------------------------------------------------------------------------------
-
-def translation_loss(eps: float, counted_once: Sequence[int] = ()
-                     ) -> Callable[[nn.Module, Batch], tuple[torch.Tensor, Any, dict]]:
-    """§5.4 label-smoothed cross-entropy, summed over non-pad target tokens. `counted_once`: ids
-    left out of the softmax, whose row another id repeats (an imported T5's or Marian's <pad>,
-    also its <s>: hf_original.repeated_ids): the original's own loss. None for aiayn's models.
-    No host sync, one graph for torch.compile: only the rows at Batch.tgt_index (found on the
-    host) are projected, else (Batch.padded) all, the padding masked; the accuracy a tensor."""
-    kept: dict = {}  # (V, device) -> ((V',) the other columns, (V,) their new ids)
-
-    def loss_fn(model: nn.Module, batch: Batch):
-        target = batch.tgt_out.reshape(-1)  # (B*T,)
-        keep = None if batch.tgt_index is not None else target != batch.pad_id
-        if keep is None:  # (N, V): the non-pad targets' rows alone
-            width, index = batch.tgt_out.shape[1], batch.tgt_index
-            logits = model(batch.src, batch.tgt_in, select=(index // width, index % width))
-            target = target[index]
-        else:  # (B*T, V): every position, the padding masked below
-            logits = model(batch.src, batch.tgt_in).flatten(0, 1)
-        if counted_once:  # (N, V') the other columns; the targets (never those ids) renumbered
-            key = (logits.shape[-1], logits.device)
-            if key not in kept:  # built once: no host sync per batch
-                others = [i for i in range(key[0]) if i not in counted_once]
-                renumber = torch.zeros(key[0], dtype=torch.long)
-                renumber[others] = torch.arange(len(others))
-                kept[key] = (torch.tensor(others, device=key[1]), renumber.to(key[1]))
-            logits, target = logits[:, kept[key][0]], kept[key][1][target]
-        # in fp32 whatever the autocast dtype; the prediction for the accuracy comes with it
-        loss, nll, predicted = smoothed_cross_entropy(logits, target, eps)
-        hit = predicted == target
-        if keep is None:
-            return loss.sum(), len(target), {"nll": nll.sum(), "accuracy": hit.sum()}
-        return ((loss * keep).sum(), keep.sum(),
-                {"nll": (nll * keep).sum(), "accuracy": (hit & keep).sum()})
-
-    return loss_fn
-
-
 # -- evaluate ------------------------------------------------------------------------------------
 
 def score_translations(hyps: Sequence[str], refs: Sequence[str]) -> dict[str, Any]:
@@ -269,10 +230,10 @@ def make_evaluate(tok: Tokenizer, valid_ids, data: DataConfig, eps: float,
                   ) -> Callable[[nn.Module], dict[str, Any]]:
     """Validation loss (label-smoothed and plain NLL per token) and BLEU/chrF/exact match; with
     reports_rouge(data), ROUGE-1/2/L F-measures as T5 (Raffel et al. 2020) and BART (Lewis et al.
-    2020) report their summaries' (rouge_scores). `counted_once`: translation_loss's, searched too."""
+    2020) report their summaries' (rouge_scores). `counted_once`: seq2seq_loss's, searched too."""
     batches = [collate([valid_ids[i] for i in b]) for b in
                token_batches([(len(s), len(t) + 1) for s, t in valid_ids], max_tokens, False)]
-    loss_fn = translation_loss(eps, counted_once)
+    loss_fn = seq2seq_loss(eps, counted_once)
     rouge = reports_rouge(data)
 
     def evaluate(model: nn.Module) -> dict[str, Any]:
@@ -336,14 +297,14 @@ def train(exp: Experiment, resume: bool = False, out: str | Path | None = None,
         evaluate = make_evaluate(tok, valid_ids, data, cfg.label_smoothing, cfg.max_tokens,
                                  counted_once)
         first = (splits["valid"] or splits["train"])[0]
-        meta = {**(meta or {}), **notes, "task": "translation", "source_eos": data.source_eos,
+        meta = {**(meta or {}), **notes, "task": TASK, "source_eos": data.source_eos,
                 "example": (first if data.objective else first[0])[:EXAMPLE_CHARS]}
         if run.begin_folder():
             tok.save(run.folder)
         batches = denoising_batches(train_ids, data, special, model_cfg.max_len, cfg.max_tokens,
                                     cfg.seed, stops) if data.objective else \
             pair_batches(train_ids, cfg.max_tokens, cfg.seed)
-        loss_fn = translation_loss(cfg.label_smoothing, counted_once)
+        loss_fn = seq2seq_loss(cfg.label_smoothing, counted_once)
         result = Trainer(model, cfg, batches, loss_fn, run, family=FAMILY, meta=meta,
                          evaluate=evaluate).fit()
         device = next(model.parameters()).device  # where the Trainer left it
@@ -414,4 +375,4 @@ def _encode(tok: Tokenizer, splits: dict[str, list], data: DataConfig, max_len: 
 __all__ = ["DataConfig", "TASK", "Translator", "decode_ids", "denoising_batches", "encode_pairs",
            "experiment", "import_hf_bart", "import_hf_marian", "import_hf_t5", "load_documents",
            "load_pairs", "make_evaluate", "pair_batches", "reports_rouge", "score_translations",
-           "train", "translation_loss"]
+           "seq2seq_loss", "train"]

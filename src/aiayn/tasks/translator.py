@@ -1,12 +1,12 @@
-"""The Translator: a translation model and its tokenizer, ready to translate text (§6.1).
+"""The Translator: a seq2seq model and its tokenizer, ready to translate or summarize (§6.1).
 
     from aiayn.tasks.translator import Translator
-    t = Translator.load("demo-model")              # a folder aiayn.tasks.translation trained
+    t = Translator.load("demo-model")              # a folder aiayn.tasks.seq2seq trained
     t.translate(["March 5, 2024"])                 # ["5. März 2024"]
     t.score(["March 5, 2024"], ["5. März 2024"])   # [{"logprob": ..., "tokens": ...}]
 
-The user-facing object of the translation task (aiayn.tasks.translation, the recipe that trains
-its folders, re-exports it), and the importers of transformers' encoder-decoder checkpoints
+The user-facing object of the seq2seq task (aiayn.tasks.seq2seq, the recipe that trains its
+folders, re-exports it), and the importers of transformers' encoder-decoder checkpoints
 (import_hf_marian, import_hf_bart, import_hf_t5), which write a folder it loads.
 
 Sentences are sorted by length and decoded in batches (little padding), then put back in the
@@ -26,7 +26,8 @@ from aiayn.data.batching import collate
 from aiayn.data.special import BOS, EOS, PAD, UNK
 from aiayn.data.tokenizer import Tokenizer
 from aiayn.errors import UserError
-from aiayn.folder.families import TRANSLATION as FAMILY
+from aiayn.folder.families import FAMILIES
+from aiayn.folder.families import SEQ2SEQ as FAMILY
 from aiayn.folder.load import load_model
 from aiayn.folder.weights import save_model
 from aiayn.generation.search import decode_ids
@@ -333,7 +334,7 @@ def _import_hf(kind: str, folder: str | Path, out: str | Path,
     load_hf_folder = {"marian": hf_marian, "bart": hf_bart, "t5": hf_t5}[kind].load_hf_folder
     folder, out = Path(folder), require_new_folder(out)
     model, hf, notes = load_hf_folder(folder)
-    meta = {"task": "translation", "source": str(folder), "imported": f"hf-{kind}", **notes}
+    meta = {"task": FAMILIES[FAMILY].task, "source": str(folder), "imported": f"hf-{kind}", **notes}
     translator = Translator(model, Tokenizer(hf, check_specials=check_specials), "cpu", meta)
     with new_folder(out):
         translator.save(out)

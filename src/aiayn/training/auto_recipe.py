@@ -126,7 +126,7 @@ class Recipe:
 
     def config(self, out: str | None = None) -> dict[str, Any]:
         """An ordinary translation config (`aiayn train FILE` reads it)."""
-        return {"task": "translation", **({"out": out} if out else {}),
+        return {"task": "seq2seq", **({"out": out} if out else {}),
                 "model": dict(self.model), "data": dict(self.data), "train": dict(self.train)}
 
 

@@ -43,6 +43,7 @@ from aiayn.config.train import TrainConfig
 from aiayn.data.fingerprint import content_of, describe
 from aiayn.errors import UserError
 from aiayn.folder.checkpoint import TRAIN_STATE_FILE, check_out_folder, mark_started
+from aiayn.folder.families import task_name
 from aiayn.folder.files import refuse_inside_model_folder
 from aiayn.folder.format import folder_contents, read_meta
 from aiayn.folder.lock import writer_lock
@@ -176,6 +177,8 @@ def check_resume(folder: Path, exp: Experiment, now: dict[str, Any],
     this run's is resolved with the folder's sizes to compare with them."""
     meta = read_meta(folder)
     before = meta.get("experiment", {})
+    if "task" in before:  # a record of the task by its old name ("translation") names it today
+        before = {**before, "task": task_name(before["task"])}
     now = dict(now)
     by_content = _check_content(folder, before.get(CONTENT), now.pop(CONTENT, {}), now)
     if "task" not in before:

@@ -28,7 +28,7 @@ import numpy as np
 import torch
 
 from aiayn.errors import UserError
-from aiayn.folder.families import ENCODER, FAMILIES, LANGUAGE_MODEL, TRANSLATION, VIT
+from aiayn.folder.families import ENCODER, FAMILIES, LANGUAGE_MODEL, SEQ2SEQ, VIT
 from aiayn.folder.load import folder_family
 from aiayn.viz.attention import AttentionMaps, attention_maps
 
@@ -79,7 +79,7 @@ class Inspector:
         CTranslate2 (Translator.load's engine), their attention drawn by the PyTorch model."""
         from aiayn.folder.load import load
         family = folder_family(folder).name  # checked before loading weights
-        if engine != "torch" and family != TRANSLATION:
+        if engine != "torch" and family != SEQ2SEQ:
             raise UserError(f"--engine {engine}: for translation folders only, not {family!r}")
         if engine != "torch":
             from aiayn.tasks.translator import Translator
@@ -102,7 +102,7 @@ class Inspector:
     def search(self) -> dict[str, Any] | None:
         """A translation folder's search settings, as `aiayn translate` uses them (its own
         generation settings, else §6.1's); None for other families."""
-        return self.obj.search_options() if self.family == TRANSLATION else None
+        return self.obj.search_options() if self.family == SEQ2SEQ else None
 
     def run(self, text: str, beam: int | None = None, max_new_tokens: int = 30) -> Inspection:
         """Tokens and attention of `text` (a source sentence, a prompt, a text to encode, or for
@@ -111,7 +111,7 @@ class Inspector:
             raise UserError("the input text is empty")
         if self.family == VIT:
             return self._classify(text.strip())
-        if self.family == TRANSLATION:
+        if self.family == SEQ2SEQ:
             return self._translate(text.strip(), beam)
         if self.family == LANGUAGE_MODEL:
             return self._generate(text, max_new_tokens)
@@ -135,7 +135,7 @@ class Inspector:
         tgt_in = torch.tensor([[start, *out_ids]], device=tr.device)  # §3.1: shifted right
         _, attn = tr.model(src, tgt_in, return_attn=True)
         labels = {"source": self._labels(src_ids), "target": self._labels([start, *out_ids])}
-        return Inspection(TRANSLATION, text, tr.tokenizer.decode(out_ids), labels,
+        return Inspection(SEQ2SEQ, text, tr.tokenizer.decode(out_ids), labels,
                           attention_maps(attn, labels))
 
     @torch.no_grad()

@@ -30,7 +30,7 @@ from flask import Flask, jsonify, request, send_from_directory
 from werkzeug.exceptions import HTTPException
 
 from aiayn.errors import UserError
-from aiayn.folder.families import ENCODER, LANGUAGE_MODEL, TRANSLATION, VIT
+from aiayn.folder.families import ENCODER, LANGUAGE_MODEL, SEQ2SEQ, VIT
 from aiayn.folder.load import folder_family
 from aiayn.viz.inspect import Inspector
 
@@ -43,7 +43,7 @@ MAX_JSON_DEPTH = 32  # request bodies are flat objects; deeper nesting is refuse
 IDLE_SECONDS = 10  # an idle connection is closed after this long (waitress's default is 120)
 MAX_CONNECTIONS = 1000  # connections held at once (waitress's default is 100)
 LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1")
-ENDPOINT_FAMILIES = {"translate": TRANSLATION, "generate": LANGUAGE_MODEL, "encode": ENCODER}
+ENDPOINT_FAMILIES = {"translate": SEQ2SEQ, "generate": LANGUAGE_MODEL, "encode": ENCODER}
 log = logging.getLogger("aiayn.serve")
 
 
