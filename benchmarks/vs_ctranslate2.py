@@ -101,7 +101,7 @@ def run_aiayn(model: str, src: str, ref: str, flags: list[str], beam: int, batch
 CT2_SIDE = """
 import json, sys, time
 import ctranslate2, sacrebleu
-from aiayn.convert.ct2_engine import engine_dir
+from aiayn.convert.ctranslate2_dir import engine_dir
 from aiayn.convert.ctranslate2 import vocabulary
 from aiayn.tasks.seq2seq import Translator
 model, src, ref, compute, inter, intra, beam, batch = sys.argv[1:9]
@@ -146,7 +146,7 @@ def prepare(args) -> tuple[str, Path, Path]:
             subprocess.run([sys.executable, "-m", "aiayn", "train", "gettext-small", "--out",
                             model, f"train.max_minutes={args.train_minutes}",
                             "train.progress=false"], check=True)
-    from aiayn.convert.ct2_engine import engine_dir
+    from aiayn.convert.ctranslate2_dir import engine_dir
 
     engine_dir(model)  # the folder's CTranslate2 export (aiayn export ctranslate2's), once
     if args.src:

@@ -83,7 +83,7 @@ def test_ctranslate2_scores_and_greedy_tokens_are_aiayns(tmp_path, options):
     assert max(abs(o["logprob"] - t["logprob"]) for o, t in zip(ours, theirs, strict=True)) < 1e-4
     ids = [p[0] for p in pairs]
     expected = decode_ids(mt.model, ids, beam=1)
-    got = mt.engine.decode_ids(mt.model, ids, beam=1, bos_id=1, eos_id=2, pad_id=0)
+    got = mt.engine.decode_ids(ids, beam=1, bos_id=1, eos_id=2, pad_id=0)
     assert got == expected
     room = 39 - max(map(len, ids))  # the batch's room below max_len - 1
     assert any(len(g) == room + len(i) for g, i in zip(got, ids, strict=True))  # at the limit
@@ -106,7 +106,7 @@ def test_a_separate_target_vocabulary_reads_back_ids_past_the_source_vocabulary(
     ids = [mt.encode_source(s) for s, _ in PAIRS]
     ours = decode_ids(mt.model, ids, beam=1)
     assert any(125 in row for row in ours)
-    assert mt.engine.decode_ids(mt.model, ids, beam=1, bos_id=1, eos_id=2, pad_id=0) == ours
+    assert mt.engine.decode_ids(ids, beam=1, bos_id=1, eos_id=2, pad_id=0) == ours
 
 
 def test_greedy_with_no_repeated_ngrams_is_aiayns(tmp_path):
@@ -120,7 +120,7 @@ def test_greedy_with_no_repeated_ngrams_is_aiayns(tmp_path):
     ids = [mt.encode_source(s) for s, _ in PAIRS]
     ours = decode_ids(mt.model, ids, beam=1, no_repeat_ngram_size=2)
     assert ours != decode_ids(mt.model, ids, beam=1)  # the ban changes something
-    assert mt.engine.decode_ids(mt.model, ids, beam=1, no_repeat_ngram_size=2, bos_id=1,
+    assert mt.engine.decode_ids(ids, beam=1, no_repeat_ngram_size=2, bos_id=1,
                                 eos_id=2, pad_id=0) == ours
     with pytest.raises(UserError, match="--no-repeat-ngram-size with a beam"):
         mt.translate(["1 2"], beam=4, no_repeat_ngram_size=2)
@@ -208,11 +208,11 @@ def test_an_imported_models_own_search_maps_min_and_max_length_and_forced_eos(tm
         opts = {**torch_mt.search_options(beam=beam), **torch_mt.search_ids(),
                 **torch_mt.length_limits()}
         ours = decode_ids(torch_mt.model, ids, **opts)
-        assert ct2_mt.engine.decode_ids(torch_mt.model, ids, **opts) == ours
+        assert ct2_mt.engine.decode_ids(ids, **opts) == ours
         lengths = {len(t) for t in ours}
         assert min(lengths) >= 2 and max(lengths) == 6 and (beam == 1 or len(lengths) > 1)
     opts.update(beam=3, early_stopping="first_k")
-    assert ct2_mt.engine.decode_ids(torch_mt.model, ids, **opts) == \
+    assert ct2_mt.engine.decode_ids(ids, **opts) == \
         decode_ids(torch_mt.model, ids, **opts)
 
 
@@ -245,7 +245,7 @@ def test_an_imported_barts_special_ids_and_source_markers_map_onto_the_directory
     ids = [p[0] for p in pairs]
     for beam in (1, 4):
         expected = decode_ids(mt.model, ids, beam=beam, **mt.search_ids())
-        assert mt.engine.decode_ids(mt.model, ids, beam=beam, **mt.search_ids()) == expected
+        assert mt.engine.decode_ids(ids, beam=beam, **mt.search_ids()) == expected
 
 
 def test_the_folders_export_is_redone_when_its_weights_change(tmp_path):
@@ -461,7 +461,7 @@ def test_equal_scores_go_to_the_shorter_hypothesis_as_aiayns_stable_sort_keeps_t
     here are summed log-probabilities / |Y| (length_penalty=1, </s> counted)."""
     import types
 
-    from aiayn.convert.ct2_engine import CT2Decoder
+    from aiayn.generation.ctranslate2 import CT2Decoder
 
     engine = CT2Decoder(None, ["<pad>", "<s>", "</s>", "a", "b"], source_eos=False)
     result = types.SimpleNamespace(hypotheses=[["a", "b", "</s>"], ["a", "</s>"], ["b", "</s>"]],

@@ -238,18 +238,19 @@ def test_the_folders_search_is_used_unless_a_beam_is_given(tmp_path, monkeypatch
     generation_config.json gives them) drive the explorer, `aiayn viz attention` and Inspector.run
     as they drive `aiayn translate`: its beam unless one is asked for, its other settings always."""
     from aiayn.cli import main
-    from aiayn.tasks import seq2seq, translator
+    from aiayn.generation import decoder
+    from aiayn.tasks import seq2seq
 
     search = {"beam": 3, "alpha": 1.0, "no_repeat_ngram_size": 2}
     folder = make_translation_folder(tmp_path / "m", meta={"generation": search})
     seen = []
-    decode_ids = translator.decode_ids
+    decode_ids = decoder.decode_ids
 
     def spy(*args, **kwargs):
         seen.append({k: kwargs[k] for k in search})
         return decode_ids(*args, **kwargs)
 
-    monkeypatch.setattr(translator, "decode_ids", spy)  # the Translator's and Inspector's
+    monkeypatch.setattr(decoder, "decode_ids", spy)  # the Translator's and Inspector's
     client = create_app(folder).test_client()
     assert client.get("/api/info").get_json()["beam"] == 3  # the page starts with it
     assert client.post("/api/translate", json={"text": "the cat sat"}).status_code == 200

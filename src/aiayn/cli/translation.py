@@ -160,11 +160,15 @@ def _threads() -> int:
     return torch.get_num_threads()
 
 
-def _check_search_flags(translator, args: argparse.Namespace) -> None:
-    """The beam's own settings are refused with greedy search (a beam of 1, given or the
-    folder's), where they change nothing: a user who set them expected a beam."""
-    if translator.search_options(args.beam)["beam"] > 1:
-        return
+def _search(translator, args: argparse.Namespace) -> dict:
+    """The search settings (Translator.search_options: given, else the folder's, else §6.1's),
+    resolved once for the checks and the decoding; the beam's own settings are refused with
+    greedy search (a beam of 1, given or the folder's), where they change nothing: a user who
+    set them expected a beam."""
+    search = translator.search_options(args.beam, args.alpha, args.length_penalty,
+                                       args.early_stopping, args.no_repeat_ngram_size)
+    if search["beam"] > 1:
+        return search
     given = [flag for flag, value in (("--alpha", args.alpha),
                                       ("--length-penalty", args.length_penalty),
                                       ("--early-stopping", args.early_stopping))
@@ -172,11 +176,14 @@ def _check_search_flags(translator, args: argparse.Namespace) -> None:
     if given:
         raise UserError(f"{given[0]} has no effect with greedy search (beam 1): give --beam N "
                         f"(N > 1) for a beam search, or leave {given[0]} out")
+    return search
 
 
-def _check_memory(translator, sentences: list[str], args: argparse.Namespace) -> None:
-    """--beam and --batch-size within the memory, before decoding (Translator.check_memory)."""
-    translator.check_memory(sentences, args.beam, args.batch_size, args.workers,
+def _check_memory(translator, sentences: list[str], args: argparse.Namespace,
+                  beam: int) -> None:
+    """--beam (as resolved) and --batch-size within the memory, before decoding
+    (Translator.check_memory)."""
+    translator.check_memory(sentences, beam, args.batch_size, args.workers,
                             names=("--beam", "--batch-size"))
 
 
@@ -247,9 +254,9 @@ def _translate(args: argparse.Namespace) -> int:
     _set_threads(args)
     translator = _load_translator(args)
     sentences = args.sentences or read_stdin_lines()
-    _check_search_flags(translator, args)
-    _check_memory(translator, sentences, args)
-    for line in translator.translate(sentences, **_translate_opts(args)):
+    search = _search(translator, args)
+    _check_memory(translator, sentences, args, search["beam"])
+    for line in translator.translate(sentences, **_translate_opts(args), search=search):
         print(line)
     sys.stdout.flush()
     return 0
@@ -273,12 +280,12 @@ def _eval(args: argparse.Namespace) -> int:
     pairs = read_parallel(args.src, args.ref, allow_empty=True)  # a line may be empty: scored
     _set_threads(args)
     translator = _load_translator(args)
-    _check_search_flags(translator, args)
-    _check_memory(translator, [s for s, _ in pairs], args)
+    search = _search(translator, args)
+    _check_memory(translator, [s for s, _ in pairs], args, search["beam"])
     scores, hyps = evaluate(translator, [s for s, _ in pairs], [r for _, r in pairs],
                             **{**_translate_opts(args), "rouge": args.rouge or None,
                                "precision": args.precision_run,
-                               "precision_asked": args.precision})
+                               "precision_asked": args.precision, "search": search})
     if args.hyp:
         from aiayn.folder import atomic_write_text
         atomic_write_text(args.hyp, "".join(h + "\n" for h in hyps))

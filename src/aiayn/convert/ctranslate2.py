@@ -43,7 +43,8 @@ approximate is written.
     export(folder, out, quantization=None) -> Path     # a new CTranslate2 directory
     ctranslate2.Translator(str(path), compute_type="int8")   # then decode with CTranslate2
 
-Decoding a folder with CTranslate2 under aiayn's search rules: aiayn.convert.ct2_engine.
+Decoding a folder with CTranslate2 under aiayn's search rules: aiayn.generation.ctranslate2;
+the folder's directory exported on first use and loaded: aiayn.convert.ctranslate2_dir.
 """
 
 from __future__ import annotations

@@ -32,15 +32,12 @@ def folder_family(folder: str | Path, meta: dict[str, Any] | None = None) -> Fam
     return FAMILIES[family]
 
 
-def load_model(folder: str | Path, device: str | torch.device = "cpu",
-               expect: str | None = None,
-               checkpoint: int | None = None) -> tuple[nn.Module, dict[str, Any]]:
-    """Build the model a folder describes and load its weights. Returns (model in eval mode, meta).
-
-    With `expect` (a family name), a folder of another family is refused before any weights are
-    read, with a message naming what was expected (e.g. "not a language model"). With
-    `checkpoint`, the weights are those of that numbered checkpoint (a training step).
-    """
+def load_config(folder: str | Path, expect: str | None = None,
+                checkpoint: int | None = None) -> tuple[Any, dict[str, Any], Path]:
+    """(model config, meta, weights file) of a folder: what load_model reads before it builds
+    the model, for an engine that runs without it (CTranslate2). With `expect` (a family name),
+    a folder of another family is refused with a message naming what was expected (e.g. "not a
+    language model"); with `checkpoint`, the weights file is that numbered checkpoint's."""
     meta = read_meta(folder)
     family = folder_family(folder, meta)
     if expect is not None and family.name != expect:
@@ -50,8 +47,6 @@ def load_model(folder: str | Path, device: str | torch.device = "cpu",
         config = family.config.from_dict(meta["model"])
     except ValueError as e:
         raise UserError(f"{folder / CONFIG_FILE}: {e}") from None
-    check_fits(config, str(folder / CONFIG_FILE))
-    model = family.model(config)
     weights = folder / WEIGHTS_FILE
     if checkpoint is not None:
         weights = checkpoint_path(folder, checkpoint)
@@ -59,6 +54,18 @@ def load_model(folder: str | Path, device: str | torch.device = "cpu",
             steps = [str(s) for s, _ in list_checkpoints(folder)] or ["none"]
             raise UserError(f"{weights}: no checkpoint of step {checkpoint} (saved steps: "
                             f"{', '.join(steps)})")
+    return config, meta, weights
+
+
+def load_model(folder: str | Path, device: str | torch.device = "cpu",
+               expect: str | None = None,
+               checkpoint: int | None = None) -> tuple[nn.Module, dict[str, Any]]:
+    """Build the model a folder describes and load its weights. Returns (model in eval mode, meta).
+    `expect` and `checkpoint` as load_config takes them; the model's size is checked against
+    the memory before it is built."""
+    config, meta, weights = load_config(folder, expect, checkpoint)
+    check_fits(config, str(Path(folder) / CONFIG_FILE))
+    model = folder_family(folder, meta).model(config)
     load_weights(model, weights)
     return model.to(device).eval(), meta
 
@@ -70,4 +77,4 @@ def load(folder: str | Path, device: str = "cpu") -> Any:
     return getattr(task, family.object).load(folder, device=device)
 
 
-__all__ = ["folder_family", "load", "load_model"]
+__all__ = ["folder_family", "load", "load_config", "load_model"]

@@ -37,12 +37,14 @@ def evaluate(model: Translator | str | Path, sources: Sequence[str], references:
              no_repeat_ngram_size: int | None = None, min_length: int | None = None,
              batch_size: int = 64, workers: int | str = 1, rouge: bool | None = None,
              precision: str | None = None, precision_asked: str | None = None,
-             warn: Callable[[str], None] | None = None) -> Evaluation:
+             warn: Callable[[str], None] | None = None,
+             search: dict[str, Any] | None = None) -> Evaluation:
     """Translate `sources` with `model` (a Translator, or a model folder loaded on the CPU), score
     the translations against `references` (one each, an empty line allowed), and time it; see the
     module's doc. `rouge`: ROUGE too (None: when the folder's validation scored it, reports_rouge);
     `precision`, `precision_asked`: what the record states of the decoding precision (default:
-    the translator's weights', or "ctranslate2 TYPE"; fp16 autocast is the caller's to state)."""
+    the translator's weights', or "ctranslate2 TYPE"; fp16 autocast is the caller's to state);
+    `search`: the search settings as Translator.search_options resolved them already."""
     import torch
 
     from aiayn.generation.workers import resolve_workers
@@ -51,11 +53,12 @@ def evaluate(model: Translator | str | Path, sources: Sequence[str], references:
     translator = model if isinstance(model, Translator) else Translator.load(model)
     if len(sources) != len(references):
         raise UserError(f"{len(sources)} sources but {len(references)} references")
-    search = translator.search_options(beam, alpha, length_penalty, early_stopping,
-                                       no_repeat_ngram_size)
+    if search is None:
+        search = translator.search_options(beam, alpha, length_penalty, early_stopping,
+                                           no_repeat_ngram_size)
     start = time.perf_counter()
     hyps = translator.translate(list(sources), batch_size=batch_size, workers=workers,
-                                min_length=min_length, warn=warn, **search)
+                                min_length=min_length, warn=warn, search=search)
     seconds = time.perf_counter() - start
     record = score_translations(hyps, references)
     if rouge or (rouge is None and summarizes(translator.meta)):

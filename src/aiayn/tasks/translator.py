@@ -22,15 +22,14 @@ from typing import Any
 
 import torch
 
-from aiayn.data.batching import collate
 from aiayn.data.special import BOS, EOS, PAD, UNK
 from aiayn.data.tokenizer import Tokenizer
 from aiayn.errors import UserError
 from aiayn.folder.families import FAMILIES
 from aiayn.folder.families import SEQ2SEQ as FAMILY
-from aiayn.folder.load import load_model
+from aiayn.folder.load import load_config, load_model
 from aiayn.folder.weights import save_model
-from aiayn.generation.search import decode_ids
+from aiayn.generation.decoder import ENGINES, Decoder, TorchDecoder
 from aiayn.nn.precision import reduced_precision
 
 # -- the user-facing object ----------------------------------------------------------------------
@@ -46,17 +45,44 @@ class Translator:
     """A Transformer model and its tokenizer, ready to translate text."""
 
     def __init__(self, model, tokenizer: Tokenizer, device: str | torch.device = "cpu",
-                 meta: dict | None = None):
-        self.model = model.to(device).eval()
+                 meta: dict | None = None, *, config=None, build: Callable[[], Any] | None = None):
+        """`model`, or None with its `config` and `build`, which makes it on first use (an
+        engine that decodes without it: load(engine="ctranslate2"))."""
+        self._model = None if model is None else model.to(device).eval()
+        self.config = model.config if model is not None else config  # the model's (max_len)
+        self._build = build
         self.tokenizer = tokenizer
         self.device = torch.device(device)
         self.meta = dict(meta or {})
         self.special = {**DEFAULT_SPECIAL, **self.meta.get("special_ids", {})}
         self.precision = "fp32"  # of the model's weights (to_precision)
         # Who decodes translate(): None = aiayn's own search over the PyTorch model; or
-        # CTranslate2 (load(engine="ctranslate2"): aiayn.convert.ct2_engine.CT2Decoder), the
-        # same tokens, search settings and output, another implementation.
-        self.engine = None
+        # CTranslate2 (load(engine="ctranslate2"): aiayn.generation.ctranslate2.CT2Decoder),
+        # the same tokens, search settings and output, another implementation.
+        self.engine: Decoder | None = None
+
+    @property
+    def model(self):
+        """The PyTorch model; built from the folder on first use when an engine decodes."""
+        if self._model is None:
+            self._model = self._build().to(self.device).eval()
+        return self._model
+
+    @model.setter
+    def model(self, model) -> None:
+        self._model = model
+
+    @property
+    def decoder(self) -> Decoder:
+        """What translate() decodes with (aiayn.generation.decoder): the engine, else aiayn's
+        own search over the PyTorch model."""
+        return self.engine if self.engine is not None else self.torch_decoder()
+
+    def torch_decoder(self) -> TorchDecoder:
+        """aiayn's own search and scoring over the PyTorch model, with this model's ids."""
+        ids = self.search_ids()
+        return TorchDecoder(self.model, self.device, bos_id=ids["bos_id"], eos_id=ids["eos_id"],
+                            pad_id=ids["pad_id"], counted_once=ids["counted_once"])
 
     def encode_source(self, text: str) -> list[int]:
         """The source ids the model reads: the subwords of `text`, then </s> for a model that
@@ -72,7 +98,7 @@ class Translator:
         """Source ids cut to the model's max_len. A source that ends in </s> (meta
         "source_eos": Marian's, BART's) keeps it, its subwords cut instead, as transformers'
         tokenizers truncate (truncation=True)."""
-        limit = self.model.config.max_len
+        limit = self.config.max_len
         if len(ids) <= limit:
             return ids
         return ids[:limit - 1] + ids[-1:] if self.meta.get("source_eos") else ids[:limit]
@@ -110,20 +136,26 @@ class Translator:
         """The model folder's translator; with `checkpoint`, the weights of that saved step.
         engine="ctranslate2": translate() decodes with CTranslate2 (the folder's ctranslate2/
         directory, exported on first use; engine_options: compute_type, inter_threads,
-        intra_threads, as aiayn.convert.ct2_engine.load_translator takes them)."""
-        model, meta = load_model(folder, device, expect=FAMILY, checkpoint=checkpoint)
-        tokenizer = Tokenizer.load(folder, check_specials="special_ids" not in meta)
-        if tokenizer.vocab_size > model.config.vocab_size:
-            raise UserError(f"{folder}: tokenizer has {tokenizer.vocab_size} tokens but the model "
-                            f"only {model.config.vocab_size}")
-        translator = cls(model, tokenizer, device, meta)
-        if engine == "ctranslate2":
-            from aiayn.convert.ct2_engine import CT2Decoder
-
-            translator.engine = CT2Decoder.load(folder, model, tokenizer, meta, checkpoint,
-                                                str(device), **engine_options)
-        elif engine != "torch":
+        intra_threads, as aiayn.convert.ctranslate2_dir.load_translator takes them): the
+        PyTorch model is then built only if something needs it (score, cross_attention)."""
+        if engine not in ENGINES:
             raise UserError(f"engine={engine!r}: torch or ctranslate2")
+        if engine == "torch":
+            model, meta = load_model(folder, device, expect=FAMILY, checkpoint=checkpoint)
+            config = model.config
+        else:
+            model, (config, meta, _) = None, load_config(folder, FAMILY, checkpoint)
+        tokenizer = Tokenizer.load(folder, check_specials="special_ids" not in meta)
+        if tokenizer.vocab_size > config.vocab_size:
+            raise UserError(f"{folder}: tokenizer has {tokenizer.vocab_size} tokens but the model "
+                            f"only {config.vocab_size}")
+        translator = cls(model, tokenizer, device, meta, config=config,
+                         build=lambda: load_model(folder, device, FAMILY, checkpoint)[0])
+        if engine == "ctranslate2":
+            from aiayn.convert.ctranslate2_dir import load_decoder
+
+            translator.engine = load_decoder(folder, config, tokenizer, meta, checkpoint,
+                                             str(device), **engine_options)
         return translator
 
     def to_precision(self, precision: str) -> Translator:
@@ -160,29 +192,30 @@ class Translator:
                   batch_size: int = 64, max_extra: int = 50, early_stopping: str | None = None,
                   warn: Callable[[str], None] | None = None, workers: int | str = 1,
                   no_repeat_ngram_size: int | None = None,
-                  min_length: int | None = None) -> list[str]:
+                  min_length: int | None = None, *,
+                  search: dict[str, Any] | None = None) -> list[str]:
         """Translations of `sentences`, in order; search settings as `search_options` resolves
         them (§6.1 defaults: beam 4, alpha 0.6, GNMT), lengths as `length_limits` (at least one
         token unless min_length=0). `warn` (e.g. a CLI's warning printer)
         hears of inputs cut to the model's max_len. workers > 1: that many CPU processes decode
         the batches side by side (the same translations, faster on a multi-core CPU); "auto":
-        one per CPU thread on a Linux CPU (the CLI's default), else 1."""
-        opts = self.search_options(beam, alpha, length_penalty, early_stopping,
-                                   no_repeat_ngram_size)
+        one per CPU thread on a Linux CPU (the CLI's default), else 1. `search`: the settings
+        as search_options resolved them already (the CLI's), used as they are."""
+        opts = search if search is not None else self.search_options(
+            beam, alpha, length_penalty, early_stopping, no_repeat_ngram_size)
         if isinstance(sentences, str):
             sentences = [sentences]
         ids = [self.encode_source(s) for s in sentences]
-        limit = self.model.config.max_len
+        limit = self.config.max_len
         long = [i for i, x in enumerate(ids) if len(x) > limit]
         if long and warn is not None:
             warn(f"{len(long)} input sentence(s) longer than the model's {limit} positions are "
                  f"cut to {limit} tokens (the first: sentence {long[0] + 1})")
         ids = [self.fit_source(x) for x in ids]
         self.check_memory(ids, opts["beam"], batch_size, workers, max_extra)
-        decode = decode_ids if self.engine is None else self.engine.decode_ids
-        out = decode(self.model, ids, batch_size=batch_size, max_extra=max_extra,
-                     device=self.device, workers=workers, **opts, **self.search_ids(),
-                     **self.length_limits(min_length))
+        out = self.decoder.decode_ids(ids, batch_size=batch_size, max_extra=max_extra,
+                                      workers=workers, **opts, **self.search_ids(),
+                                      **self.length_limits(min_length))
         return [self.tokenizer.decode(t) for t in out]
 
     def check_memory(self, sources: Sequence[str] | Sequence[list[int]], beam: int | None = None,
@@ -193,15 +226,16 @@ class Translator:
         every beam of a sentence a row of keys and values reaching the source's length plus the
         output's (§6.1: at most the input + max_extra tokens, default 50). `sources`: the sentences, or
         their ids as encode_source gives them; `names`: how the messages name the beam and the
-        batch size (the CLI's "--beam", "--batch-size"). translate() checks its inputs so."""
+        batch size (the CLI's "--beam", "--batch-size"); `beam` None: the folder's or §6.1's
+        (search_options). translate() checks its inputs so."""
         from aiayn.generation.config import GenerationConfig
         from aiayn.generation.workers import resolve_workers
         from aiayn.sizes import check_count, row_bytes
 
-        beam = self.search_options(beam)["beam"]
+        beam = self.search_options()["beam"] if beam is None else beam
         if not sources or not all(isinstance(n, int) and n >= 1 for n in (beam, batch_size)):
             return  # nothing to decode, or a value the search refuses, naming it
-        cfg = self.model.config
+        cfg = self.config
         ids = [self.encode_source(s) if isinstance(s, str) else s for s in sources]
         src = min(max(len(x) for x in ids), cfg.max_len)
         out = src + (GenerationConfig.max_extra if max_extra is None else max_extra)
@@ -241,30 +275,10 @@ class Translator:
         tokenizers differ (as per-token perplexity does not)."""
         if len(sources) != len(targets):
             raise UserError(f"{len(sources)} sources but {len(targets)} targets")
-        from aiayn.convert.hf_original import repeated_ids
-
-        limit, special = self.model.config.max_len, self.special
-        repeated = repeated_ids(self.meta)  # an imported T5's or Marian's <pad>: also its <s>
+        limit = self.config.max_len
         pairs = [(self.fit_source(self.encode_source(s)), self.encode_target(t)[:limit - 1])
                  for s, t in zip(sources, targets, strict=True)]
-        out: list[dict[str, float]] = []
-        for start in range(0, len(pairs), batch_size):
-            chunk = pairs[start:start + batch_size]
-            batch = collate(chunk, special["pad"], special["decoder_start"], special["eos"])
-            logits = self.model(batch.src.to(self.device), batch.tgt_in.to(self.device))
-            logits[..., repeated] = float("-inf")  # T5's <pad> row counted once, as T5 does
-            logp = torch.log_softmax(logits, dim=-1,
-                                     dtype=torch.promote_types(logits.dtype, torch.float32))
-            tgt = batch.tgt_out.to(self.device)
-            # the padding collate put past each target's </s> (by length: a target may hold
-            # the <pad> token itself)
-            lengths = torch.tensor([len(t) + 1 for _, t in chunk], device=self.device)
-            pad = torch.arange(tgt.shape[1], device=self.device) >= lengths[:, None]
-            token_lp = logp.gather(-1, tgt.unsqueeze(-1)).squeeze(-1).masked_fill(pad, 0)
-            for row, n in zip(token_lp.sum(-1).tolist(), (~pad).sum(-1).tolist(),
-                              strict=True):
-                out.append({"logprob": row, "tokens": n})
-        return out
+        return self.torch_decoder().score_ids(pairs, batch_size)
 
     @torch.no_grad()
     def cross_attention(self, source: str, translation: str | None = None):

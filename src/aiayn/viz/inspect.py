@@ -122,13 +122,10 @@ class Inspector:
 
     @torch.no_grad()
     def _translate(self, text: str, beam: int | None) -> Inspection:
-        from aiayn.tasks.translator import decode_ids
         tr = self.obj
         src_ids = tr.fit_source(tr.encode_source(text))[: self.max_len]
-        decode = decode_ids if tr.engine is None else tr.engine.decode_ids  # --engine
-        out_ids = decode(tr.model, [src_ids], device=tr.device,
-                         **tr.search_options(beam=beam), **tr.search_ids(),
-                         **tr.length_limits())[0]
+        out_ids = tr.decoder.decode_ids([src_ids], **tr.search_options(beam=beam),  # --engine's
+                                        **tr.search_ids(), **tr.length_limits())[0]
         out_ids = out_ids[: self.max_len - 1]
         src = torch.tensor([src_ids], device=tr.device)
         start = tr.special["decoder_start"]  # <s>; an imported BART's </s>
