@@ -102,12 +102,13 @@ class Transformer(nn.Module):
 
     def decode(self, tgt: Tensor, memory: Tensor, src_mask: Tensor | None = None,
                cache: KVCache | None = None, return_attn: bool = False,
-               select: Tensor | None = None):
+               select: Tensor | tuple[Tensor, Tensor] | None = None):
         """tgt (B, T) -> logits (B, T, V) [, {"self": [...], "cross": [...]}].
 
         Decoder self-attention is causal. With a cache, `tgt` holds only the new positions (those
-        after `cache.length`); earlier keys/values come from the cache. `select` (B, T) bool:
-        the logits of those positions only, (N, V) in row-major order.
+        after `cache.length`); earlier keys/values come from the cache. `select`: the logits of
+        some positions only, (N, V): a (B, T) bool mask (its True positions, row-major order),
+        or a (rows, cols) pair of (N,) index tensors (those positions, in that order).
         """
         offset = cache.length if cache is not None else 0
         x = self.tgt_embed(tgt, offset)
@@ -119,11 +120,12 @@ class Transformer(nn.Module):
         return (logits, attn) if return_attn else logits
 
     def forward(self, src: Tensor, tgt: Tensor, return_attn: bool = False,
-                select: Tensor | None = None):
+                select: Tensor | tuple[Tensor, Tensor] | None = None):
         """src (B, S), tgt (B, T) (shifted right, starting with BOS) -> logits (B, T, V).
 
-        `select` (B, T) bool: the logits of those positions only, (N, V) in row-major order.
-        Training passes the non-pad targets: the output projection (the largest matrix product
+        `select`: the logits of some positions only, (N, V), as `decode` takes it (a (B, T)
+        bool mask, or a (rows, cols) pair of index tensors). Training passes the non-pad
+        targets (seq2seq_loss: their indices, found on the host): the output projection (the largest matrix product
         of a small model) and the softmax then skip the padding, ~12% of the target positions
         of a length-bucketed batch (§5.1), which otherwise cost ~5% of a training step."""
         src_mask = self.src_mask(src)
