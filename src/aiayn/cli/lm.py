@@ -114,13 +114,7 @@ def _prompt_hint(args: argparse.Namespace) -> str:
 
 @runs_model
 def _eval(args: argparse.Namespace) -> int:
-    from aiayn.tasks.language_model import (
-        LanguageModel,
-        LMDataConfig,
-        load_splits,
-        read_documents,
-        score_documents,
-    )
+    from aiayn.tasks.language_model import LanguageModel, LMDataConfig, load_splits, read_documents
 
     lm = LanguageModel.load(args.model, device=args.device)
     exp = lm.meta.get("experiment", {})
@@ -134,10 +128,9 @@ def _eval(args: argparse.Namespace) -> int:
             raise UserError(f"{args.model} was trained on --text files: it has no {split} split; "
                             "score files with --text FILE...")
         docs, what = splits[split], f"the {split} split"
-    block_len = data.block_len or lm.model.config.max_len
-    _check_eval_batch(lm, docs, block_len, args.batch_size)
-    r = score_documents(lm.model, lm.tokenizer, docs, block_len, batch_size=args.batch_size,
-                        special=lm.special)
+    texts = [text for _, text in docs]
+    lm.check_eval_memory(texts, batch_size=args.batch_size, name="--batch-size")
+    r = lm.evaluate(texts, batch_size=args.batch_size)
     print(f"{what}: loss {r['loss']:.4f} nats/token, perplexity {r['perplexity']:.2f}, "
           f"{r['bits_per_byte']:.4f} bits/byte ({r['tokens']:,} tokens, {r['bytes']:,} bytes)")
     return 0
@@ -163,7 +156,8 @@ def _generate(args: argparse.Namespace) -> int:
     _check_sampling_flags(args)
     lm = LanguageModel.load(args.model, device=args.device)
     prompts = args.prompt or [""]
-    _check_generate_batch(lm, prompts, args)
+    lm.check_memory(prompts, args.max_new_tokens, args.num_samples,
+                    names=("--max-new-tokens", "--num-samples"))
     options = dict(temperature=args.temperature, top_k=args.top_k or None, top_p=args.top_p,
                    seed=args.seed, no_repeat_ngram_size=args.no_repeat_ngram_size)
     out = sys.stdout
@@ -182,27 +176,3 @@ def _generate(args: argparse.Namespace) -> int:
             out.write(f"{prompt}{text}\n---\n")
     return 0
 
-
-def _check_eval_batch(lm, docs, block_len: int, batch_size: int) -> None:
-    """--batch-size within the memory: a batch is that many blocks of block_len tokens (no more
-    than the text has: a token is at least one byte), each with its logits."""
-    from aiayn.sizes import check_count, row_bytes
-
-    tokens = sum(len(text.encode("utf-8")) + 2 for _, text in docs)  # + <s> and </s>
-    check_count("--batch-size", batch_size, row_bytes(lm.model.config, block_len, block_len),
-                f"a batch of {block_len}-token blocks", used=min(batch_size, -(-tokens // block_len)),
-                device=lm.device)
-
-
-def _check_generate_batch(lm, prompts: list[str], args: argparse.Namespace) -> None:
-    """--max-new-tokens and --num-samples within the memory: the samples of every prompt are one
-    batch, each row keeping its tokens, and the keys and values of its last max_len of them."""
-    from aiayn.sizes import KEPT_TOKEN_BYTES, check_count, row_bytes
-
-    new = args.max_new_tokens
-    check_count("--max-new-tokens", new, len(prompts) * KEPT_TOKEN_BYTES,
-                f"the tokens of {len(prompts)} prompt(s)")
-    longest = max(len(lm.tokenizer.encode(p)) for p in prompts) + 1  # <s> first
-    row = row_bytes(lm.model.config, longest, min(longest + new, lm.model.config.max_len), new)
-    check_count("--num-samples", args.num_samples, len(prompts) * row,
-                f"the batch ({len(prompts)} prompt(s) x N samples)", device=lm.device)

@@ -10,12 +10,13 @@ token stream and cut into blocks of ``block_len + 1`` tokens, each block giving 
 next-token predictions. A prompt is <s> + its tokens; generation stops at </s>.
 
 The same skeleton as every module of aiayn.tasks: data config, reading the data,
-batches, loss, evaluation, the user-facing object (LanguageModel), training.
+batches, the user-facing object (LanguageModel), training; the loss and the scores of text
+(perplexity, bits per byte) are aiayn.tasks.language_model_loss's. LanguageModel checks a
+request's memory before it decodes or scores (check_memory, check_eval_memory).
 """
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -23,12 +24,11 @@ from pathlib import Path
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor
 
 from aiayn.config import Config, _fail
 from aiayn.config.experiment import Experiment, load_experiment
-from aiayn.data.special import BOS, EOS, PAD, UNK
+from aiayn.data.special import PAD
 from aiayn.data.stdlib_corpus import Document, hold_out_tail, load_text_corpus, read_documents
 from aiayn.data.tokenizer import Tokenizer
 from aiayn.errors import ConfigError, UserError
@@ -37,8 +37,14 @@ from aiayn.folder.families import FAMILIES
 from aiayn.folder.families import LANGUAGE_MODEL as FAMILY
 from aiayn.generation.lm import stream as stream_tokens
 from aiayn.models.decoder_lm import DecoderLM
+from aiayn.tasks.language_model_loss import (
+    DEFAULT_SPECIAL,
+    doc_tokens,
+    lm_loss,
+    score_documents,
+    score_tokens,
+)
 from aiayn.training import distributed
-from aiayn.training.losses import label_smoothed_nll
 from aiayn.training.run import TrainResult, start_run
 from aiayn.training.stream import BatchStream
 from aiayn.training.trainer import Trainer
@@ -105,13 +111,6 @@ def prompt_example(splits: dict[str, list[Document]]) -> str:
     return ""
 
 
-def doc_tokens(tokenizer: Tokenizer, docs: Sequence[Document], bos: int = BOS,
-               eos: int = EOS) -> list[Tensor]:
-    """<s> text </s> of each document, as 1-D LongTensors."""
-    ids = tokenizer.encode_batch([text for _, text in docs])
-    return [torch.tensor([bos, *d, eos], dtype=torch.long) for d in ids]
-
-
 # -- batches -------------------------------------------------------------------------------------
 
 def block_batches(tokens: Tensor, block_len: int, batch_size: int, seed: int) -> BatchStream:
@@ -140,69 +139,7 @@ def block_batches(tokens: Tensor, block_len: int, batch_size: int, seed: int) ->
     return BatchStream(plan, collate)
 
 
-# -- loss ----------------------------------------------------------------------------------------
-
-def lm_loss(model, batch: Tensor, label_smoothing: float = 0.0) -> tuple[Tensor, int, dict]:
-    """The Trainer's loss_fn: summed next-token cross-entropy of blocks (B, L + 1)."""
-    inputs, targets = batch[:, :-1], batch[:, 1:]
-    logits = model(inputs)  # (B, L, V)
-    if label_smoothing > 0:  # §5.4's smoothing; language models usually train without it
-        loss, nll, n = label_smoothed_nll(logits, targets, label_smoothing, pad_id=None)
-        return loss, n, {"nll": nll}
-    loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), targets.reshape(-1),
-                           reduction="sum")
-    return loss, targets.numel(), {}
-
-
-# -- evaluate ------------------------------------------------------------------------------------
-
-@torch.no_grad()
-def score_tokens(model, tokens: Tensor, block_len: int, batch_size: int = 8) -> tuple[float, int]:
-    """(summed NLL in nats, number of predictions) of a token stream, cut into non-overlapping
-    windows of block_len predictions (each token predicted once, from the window's context)."""
-    device = next(model.parameters()).device
-    starts = list(range(0, tokens.numel() - 1, block_len))
-    full = [s for s in starts if s + block_len + 1 <= tokens.numel()]
-    nll, count = 0.0, 0
-    groups = [full[i:i + batch_size] for i in range(0, len(full), batch_size)]
-    if len(full) < len(starts):
-        groups.append(starts[-1:])  # the shorter last window
-    for group in groups:
-        end = min(block_len + 1, tokens.numel() - group[0])
-        batch = torch.stack([tokens[s:s + end] for s in group]).to(device)
-        loss, n, _ = lm_loss(model, batch)
-        nll += float(loss)
-        count += n
-    return nll, count
-
-
-def score_documents(model, tokenizer: Tokenizer, docs: Sequence[Document], block_len: int,
-                    max_tokens: int = 0, batch_size: int = 8,
-                    special: dict[str, int | None] | None = None) -> dict[str, float]:
-    """Loss, perplexity and bits per UTF-8 byte of documents (the first ones reaching max_tokens,
-    when set). Bits per byte = summed NLL / ln 2 / bytes: comparable across tokenizers."""
-    chosen, total = [], 0
-    special = special or DEFAULT_SPECIAL
-    for doc, ids in zip(docs, doc_tokens(tokenizer, docs, special["bos"], special["eos"]),
-                        strict=True):
-        if max_tokens and total >= max_tokens:
-            break
-        chosen.append((doc, ids))
-        total += ids.numel()
-    if not chosen:
-        raise UserError("no validation text to score")
-    nll, n = score_tokens(model, torch.cat([ids for _, ids in chosen]), block_len, batch_size)
-    n_bytes = sum(len(text.encode("utf-8")) for (_, text), _ in chosen)
-    return {"loss": nll / n, "perplexity": math.exp(min(nll / n, 700.0)),
-            "bits_per_byte": nll / math.log(2) / max(n_bytes, 1), "tokens": n, "bytes": n_bytes}
-
-
 # -- the user-facing object -------------------------------------------------------------------
-
-# The special ids of a model trained here (data/special.py); an imported model (GPT-2: one
-# <|endoftext|> for all of them, no unknown token) keeps its own in config.json's special_ids.
-DEFAULT_SPECIAL: dict[str, int | None] = {"bos": BOS, "eos": EOS, "pad": PAD, "unk": UNK}
-
 
 class LanguageModel:
     """A DecoderLM and its tokenizer, ready to generate and score text."""
@@ -243,9 +180,12 @@ class LanguageModel:
         temperature 0 is greedy; no_repeat_ngram_size n > 0: no n-gram of tokens twice in the
         prompt and continuation together. A piece is held back while it ends in an incomplete
         character. Past the model's max_len the context slides (the last max_len tokens are
-        kept, as in nanoGPT). Bad options raise errors here, before the first token is computed."""
+        kept, as in nanoGPT). Bad options, and a request beyond the memory (check_memory), raise
+        errors here, before the first token is computed."""
         s = self.special
-        ids = torch.tensor([[s["bos"], *self.tokenizer.encode(prompt)]], device=self.device)
+        encoded = self.tokenizer.encode(prompt)
+        self.check_memory([encoded], max_new_tokens)
+        ids = torch.tensor([[s["bos"], *encoded]], device=self.device)
         tokens = stream_tokens(self.model, ids, max_new_tokens, temperature=temperature,
                                top_k=top_k, top_p=top_p, seed=seed, eos_id=s["eos"],
                                pad_id=s["pad"], banned=self.banned, sliding_window=True,
@@ -258,11 +198,14 @@ class LanguageModel:
                        no_repeat_ngram_size: int = 0) -> list[list[str]]:
         """`num_samples` continuations of each prompt, decoded together in one batch (prompts of
         different lengths are left-padded and masked; a row's result is what it would be alone
-        when greedy). Returns one list of samples per prompt."""
+        when greedy). Returns one list of samples per prompt; a batch beyond the memory is
+        refused first (check_memory)."""
         if num_samples < 1:
             raise ConfigError(f"num_samples={num_samples}: must be a positive integer")
         s = self.special
-        rows = [[s["bos"], *self.tokenizer.encode(p)] for p in prompts for _ in range(num_samples)]
+        encoded = [self.tokenizer.encode(p) for p in prompts]
+        self.check_memory(encoded, max_new_tokens, num_samples)
+        rows = [[s["bos"], *ids] for ids in encoded for _ in range(num_samples)]
         if not rows:
             return []
         steps = list(stream_tokens(self.model, rows, max_new_tokens, temperature=temperature,
@@ -296,13 +239,63 @@ class LanguageModel:
 
     def evaluate(self, texts: str | Sequence[str], block_len: int | None = None,
                  batch_size: int = 8) -> dict[str, float]:
-        """Loss (nats/token), perplexity and bits per byte of `texts` (each one a document)."""
+        """Loss (nats/token), perplexity and bits per byte of `texts` (each one a document), in
+        blocks of block_len tokens (default: the one it was trained on, else max_len),
+        batch_size of them at once; a batch beyond the memory is refused first
+        (check_eval_memory)."""
         texts = [texts] if isinstance(texts, str) else list(texts)
         docs = [(str(i), t) for i, t in enumerate(texts)]
-        trained = self.meta.get("experiment", {}).get("data", {}).get("block_len")
-        block_len = block_len or trained or self.model.config.max_len
+        block_len = self.block_len(block_len)
+        self.check_eval_memory(texts, block_len, batch_size)
         return score_documents(self.model, self.tokenizer, docs, block_len, batch_size=batch_size,
                                special=self.special)
+
+    def block_len(self, block_len: int | None = None) -> int:
+        """The tokens of context a text is scored in: `block_len`, else the folder's
+        data.block_len (what it was trained on), else the model's max_len."""
+        trained = self.meta.get("experiment", {}).get("data", {}).get("block_len")
+        return block_len or trained or self.model.config.max_len
+
+    # -- memory checks (aiayn.sizes): a request refused in one line before any work, as
+    # Translator.check_memory; `names` say how the messages name the options (the CLI's flags)
+
+    def check_memory(self, prompts: Sequence[str] | Sequence[list[int]], max_new_tokens: int = 100,
+                     num_samples: int = 1,
+                     names: tuple[str, str] = ("max_new_tokens", "num_samples")) -> None:
+        """Refuse (UserError, aiayn.sizes.check_count) max_new_tokens and num_samples that do
+        not fit the memory: the samples of every prompt are one batch, each row keeping its
+        tokens, and the keys and values of its last max_len of them. `prompts`: the texts, or
+        their token ids (without <s>). stream and generate_batch check their requests so."""
+        from aiayn.sizes import KEPT_TOKEN_BYTES, check_count, row_bytes
+
+        new, samples = max_new_tokens, num_samples
+        if not prompts or not (isinstance(new, int) and new >= 0 and isinstance(samples, int)
+                               and samples >= 1):
+            return  # nothing to decode, or a value the decoding refuses, naming it
+        cfg = self.model.config
+        check_count(names[0], new, len(prompts) * KEPT_TOKEN_BYTES,
+                    f"the tokens of {len(prompts)} prompt(s)")
+        longest = 1 + max(len(self.tokenizer.encode(p)) if isinstance(p, str) else len(p)
+                          for p in prompts)  # <s> first
+        row = row_bytes(cfg, longest, min(longest + new, cfg.max_len), new)
+        check_count(names[1], samples, len(prompts) * row,
+                    f"the batch ({len(prompts)} prompt(s) x N samples)", device=self.device)
+
+    def check_eval_memory(self, texts: str | Sequence[str], block_len: int | None = None,
+                          batch_size: int = 8, name: str = "batch_size") -> None:
+        """Refuse (UserError) a batch_size that does not fit the memory when `texts` are
+        scored: a batch is that many blocks of block_len tokens (no more than the texts have:
+        a token is at least one byte), each with its logits. evaluate checks its texts so."""
+        from aiayn.sizes import check_count, row_bytes
+
+        if not isinstance(batch_size, int) or batch_size < 1:
+            return  # a value the scoring refuses
+        texts = [texts] if isinstance(texts, str) else texts
+        block_len = self.block_len(block_len)
+        tokens = sum(len(text.encode("utf-8")) + 2 for text in texts)  # + <s> and </s>
+        check_count(name, batch_size, row_bytes(self.model.config, block_len, block_len),
+                    f"a batch of {block_len}-token blocks",
+                    used=min(batch_size, -(-tokens // block_len)), device=self.device)
 
 
 def import_hf_gpt2(folder: str | Path, out: str | Path) -> LanguageModel:
@@ -393,5 +386,6 @@ def train(exp: Experiment, resume: bool = False, out: str | Path | None = None,
         return trainer.fit()
 
 
-__all__ = ["LMDataConfig", "LanguageModel", "TASK", "block_batches", "experiment", "import_hf_gpt2",
-           "lm_loss", "score_documents", "score_tokens", "train"]
+__all__ = ["DEFAULT_SPECIAL", "LMDataConfig", "LanguageModel", "TASK", "block_batches",
+           "doc_tokens", "experiment", "import_hf_gpt2", "lm_loss", "load_splits",
+           "score_documents", "score_tokens", "train"]
