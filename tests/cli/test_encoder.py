@@ -9,7 +9,7 @@ import torch
 
 import aiayn
 from aiayn.cli import main
-from aiayn.tasks.text_classification import TextEncoder
+from aiayn.tasks.text_encoder import TextEncoder
 
 transformers = pytest.importorskip("transformers")
 

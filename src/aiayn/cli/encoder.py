@@ -94,7 +94,7 @@ def _texts(args: argparse.Namespace) -> list[str]:
 
 
 def _predict(args: argparse.Namespace) -> int:
-    from aiayn.tasks.text_classification import TextEncoder
+    from aiayn.tasks.text_encoder import TextEncoder
 
     enc = TextEncoder.load(args.model, device=args.device)
     texts = _texts(args)
@@ -129,7 +129,7 @@ def _eval(args: argparse.Namespace) -> int:
 
 
 def _embed(args: argparse.Namespace) -> int:
-    from aiayn.tasks.text_classification import TextEncoder
+    from aiayn.tasks.text_encoder import TextEncoder
 
     enc = TextEncoder.load(args.model, device=args.device)
     texts = _texts(args)

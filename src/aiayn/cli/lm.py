@@ -20,12 +20,11 @@ from __future__ import annotations
 import argparse
 import sys
 
+from aiayn.cli.checks import Given, given_flags
 from aiayn.cli.common import (
-    Given,
     command_group,
     config_of,
     finite_float,
-    given_flags,
     model_command,
     non_negative_int,
     positive_int,

@@ -22,9 +22,9 @@ import argparse
 import json
 import sys
 
+from aiayn.cli.checks import check_engine_options, writable_file
 from aiayn.cli.common import (
     beam_size,
-    check_engine_options,
     config_of,
     config_task_of,
     device_options,
@@ -42,7 +42,6 @@ from aiayn.cli.common import (
     train_as,
     training_command,
     warn,
-    writable_file,
 )
 from aiayn.errors import UserError
 
