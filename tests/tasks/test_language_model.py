@@ -55,3 +55,13 @@ def test_evaluation_beyond_the_memory_is_refused_by_name(lm, monkeypatch):
     small_machine(monkeypatch, 64)
     # a batch larger than the text has blocks needs only the blocks there are
     assert lm.evaluate(TEXT, batch_size=10**9)["tokens"] == len(TEXT) + 1
+
+
+def test_corpus_splits_are_the_folders_own_text(lm, tmp_path):
+    """What `aiayn lm eval` scores without --text: the documents the folder was trained on."""
+    (tmp_path / "a.txt").write_text(TEXT * 40)
+    trained = LanguageModel(lm.model, lm.tokenizer, meta={"experiment": {
+        "data": {"corpus": None, "valid_frac": 0.25}, "texts": [str(tmp_path / "a.txt")]}})
+    splits = trained.corpus_splits()
+    assert sorted(splits) == ["train", "valid"]
+    assert [len(d[1].splitlines()) for d in splits["train"] + splits["valid"]] == [30, 10]

@@ -109,17 +109,16 @@ def _predict(args: argparse.Namespace) -> int:
 
 def _eval(args: argparse.Namespace) -> int:
     from aiayn.data.parallel import read_tsv
-    from aiayn.tasks.text_classification import ClassifyDataConfig, TextEncoder, load_examples
+    from aiayn.tasks.text_classification import TextEncoder, corpus_examples
 
     enc = TextEncoder.load(args.model, device=args.device)
     if args.test:
         examples, what = read_tsv(args.test), args.test
     else:
-        data = enc.meta.get("experiment", {}).get("data")
-        if data is None or not data.get("corpus"):
+        examples = corpus_examples(enc, "test")
+        if examples is None:
             raise UserError(f"{args.model}: not trained on a built-in corpus; give --test FILE.tsv")
-        examples = load_examples(ClassifyDataConfig.from_dict(data)).get("test", [])
-        what = f"the test split of {data['corpus']}"
+        what = f"the test split of {enc.meta['experiment']['data']['corpus']}"
     unknown = sorted({y for _, y in examples} - set(enc.labels))
     if unknown:
         raise UserError(f"{args.test or args.model}: label {unknown[0]!r} is not one of the model's "

@@ -113,15 +113,13 @@ def _prompt_hint(args: argparse.Namespace) -> str:
 
 @runs_model
 def _eval(args: argparse.Namespace) -> int:
-    from aiayn.tasks.language_model import LanguageModel, LMDataConfig, load_splits, read_documents
+    from aiayn.tasks.language_model import LanguageModel, read_documents
 
     lm = LanguageModel.load(args.model, device=args.device)
-    exp = lm.meta.get("experiment", {})
-    data = LMDataConfig.from_dict(exp.get("data", {}))
     if args.text:
         docs, what = read_documents(args.text), f"{len(args.text)} file(s)"
     else:
-        splits = load_splits(data, exp.get("texts", []), exp.get("valid_texts", []))
+        splits = lm.corpus_splits()
         split = args.split or ("test" if "test" in splits else "valid")
         if split not in splits:
             raise UserError(f"{args.model} was trained on --text files: it has no {split} split; "

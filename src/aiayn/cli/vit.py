@@ -84,11 +84,7 @@ def _predict(args: argparse.Namespace) -> int:
 
 def _eval(args: argparse.Namespace) -> int:
     from aiayn.data.images import image_folder
-    from aiayn.tasks.image_classification import (
-        ImageClassifier,
-        VisionDataConfig,
-        load_image_corpus,
-    )
+    from aiayn.tasks.image_classification import ImageClassifier
 
     clf = ImageClassifier.load(args.model, device=args.device)
     cfg = clf.model.config
@@ -102,12 +98,11 @@ def _eval(args: argparse.Namespace) -> int:
         labels = labels.apply_(lambda i: clf.classes.index(corpus.classes[i]))
         what = f"{args.images} ({len(labels)} images)"
     else:
-        data = clf.meta.get("experiment", {}).get("data")
-        if data is None:
+        split = clf.corpus_split(args.split)
+        if split is None:
             raise UserError(f"{args.model}: no record of its training data; score a folder "
                             "with --images")
-        images, labels = load_image_corpus(VisionDataConfig.from_dict(data)).splits[args.split]
-        source = data.get("images") or data.get("corpus")
+        images, labels, source = split
         what = f"the {args.split} split of {source} ({len(labels)} images)"
     print(f"accuracy {100 * clf.evaluate(images, labels):.2f}% on {what}")
     return 0

@@ -180,6 +180,16 @@ class ImageClassifier:
     def evaluate(self, images: Tensor, labels: Tensor) -> float:
         return accuracy(self.model, images, labels)
 
+    def corpus_split(self, split: str = "test") -> tuple[Tensor, Tensor, str] | None:
+        """(images, labels, source) of a split (train, valid, test) of the data it was trained
+        on, read again from its folder's data settings (the built-in corpus or the image
+        folder, split as in training); None for a folder without them (an imported model)."""
+        data = self.meta.get("experiment", {}).get("data")
+        if data is None:
+            return None
+        images, labels = load_image_corpus(VisionDataConfig.from_dict(data)).splits[split]
+        return images, labels, data.get("images") or data.get("corpus")
+
 
 # -- train ---------------------------------------------------------------------------------------
 

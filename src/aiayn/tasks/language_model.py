@@ -250,6 +250,14 @@ class LanguageModel:
         return score_documents(self.model, self.tokenizer, docs, block_len, batch_size=batch_size,
                                special=self.special)
 
+    def corpus_splits(self) -> dict[str, list[Document]]:
+        """The documents it was trained and validated on, read again from its folder's data
+        settings (load_splits: the built-in corpus's train / valid / test, or the --text and
+        --valid files' train / valid)."""
+        exp = self.meta.get("experiment", {})
+        return load_splits(LMDataConfig.from_dict(exp.get("data", {})), exp.get("texts", []),
+                           exp.get("valid_texts", []))
+
     def block_len(self, block_len: int | None = None) -> int:
         """The tokens of context a text is scored in: `block_len`, else the folder's
         data.block_len (what it was trained on), else the model's max_len."""

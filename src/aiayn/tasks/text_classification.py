@@ -122,6 +122,15 @@ def load_examples(data: ClassifyDataConfig) -> dict[str, list[Example]]:
     return splits
 
 
+def corpus_examples(encoder: TextEncoder, split: str = "test") -> list[Example] | None:
+    """The (text, label) examples of a split of the built-in corpus `encoder` was trained on
+    (its folder's data settings; no test split: none); None for a model not trained on one
+    (on TSV files, or imported)."""
+    data = encoder.meta.get("experiment", {}).get("data")
+    if data is None or not data.get("corpus"):
+        return None
+    return load_examples(ClassifyDataConfig.from_dict(data)).get(split, [])
+
 def _label_names(splits: dict[str, list[Example]], data: ClassifyDataConfig) -> list[str]:
     labels = sorted({y for _, y in splits["train"]})
     unseen = sorted({y for s in ("valid", "test") for _, y in splits.get(s, [])} - set(labels))
@@ -301,6 +310,6 @@ def train(exp: Experiment, resume: bool = False, out: str | Path | None = None,
         return result
 
 
-__all__ = ["ClassifyDataConfig", "TASK", "TextEncoder", "experiment", "import_hf_bert",
+__all__ = ["ClassifyDataConfig", "TASK", "TextEncoder", "corpus_examples", "experiment", "import_hf_bert",
            "load_examples", "masked_lm_loss", "text_batches", "text_classification_loss",
            "train"]
