@@ -4,6 +4,7 @@ virtual environment outside the checkout, trains the built-in `demo` config by n
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -36,16 +37,34 @@ def make_venv_seeing_installed_packages(venv: Path) -> Path:
     return python
 
 
+
+def tracked_copy(dest: Path) -> Path:
+    """The checkout's tracked files (and untracked, not ignored ones) copied to `dest`: the wheel
+    is built from what the repository holds, not from a build/ folder an earlier build left
+    (setuptools adds to build/lib and never removes a module deleted since)."""
+    listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+                            cwd=ROOT, capture_output=True, check=True).stdout.decode()
+    for name in filter(None, listed.split("\0")):
+        source = ROOT / name
+        if source.is_file():
+            (dest / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, dest / name)
+    return dest
+
+
 @pytest.mark.slow
 def test_wheel_installs_and_trains_a_built_in_config_by_name(tmp_path):
     wheels = tmp_path / "wheels"
     subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
-                    "-q", "-w", str(wheels), str(ROOT)], check=True, cwd=tmp_path)
+                    "-q", "-w", str(wheels), str(tracked_copy(tmp_path / "checkout"))],
+                   check=True, cwd=tmp_path)
     wheel = next(wheels.glob("aiayn-*.whl"))
     venv = tmp_path / "venv"
     python = make_venv_seeing_installed_packages(venv)
+    # --force-reinstall: the outer site-packages this venv sees hold this checkout's editable
+    # aiayn of the same version, which pip could take as "already satisfied"
     subprocess.run([str(python), "-m", "pip", "install", "-q", "--no-deps", "--no-index",
-                    str(wheel)], check=True)
+                    "--force-reinstall", str(wheel)], check=True)
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     run = tmp_path / "elsewhere"
     run.mkdir()
