@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
+import signal
 import sys
 
 from aiayn.devices import launched  # the environment alone: no torch import
@@ -80,17 +81,56 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+_SIGINT_SEEN = []  # set by _note_sigint: Ctrl-C arrived while this process ran
+
+
+_DEFERRING = []  # non-empty while torch imports: Ctrl-C is noted, raised when it is done
+
+
+def _note_sigint(signum, frame):
+    """Python's own SIGINT behaviour (raise KeyboardInterrupt), remembering that it came; while
+    torch imports, only remembered (raised once the import is whole)."""
+    _SIGINT_SEEN.append(signum)
+    if not _DEFERRING:
+        raise KeyboardInterrupt
+
+
+def _import_torch_whole() -> None:
+    """Import torch (and numpy under it) with Ctrl-C held until the import is done: a
+    KeyboardInterrupt inside a C extension's initialisation leaves half-made modules that the
+    next import trips over (AttributeError, RecursionError, "cannot load module more than
+    once", even an abort), never a clean exit. The parser and --help stay torch-free."""
+    if "torch" in sys.modules or signal.getsignal(signal.SIGINT) is not _note_sigint:
+        return
+    _DEFERRING.append(True)
+    try:
+        import torch  # noqa: F401
+    finally:
+        _DEFERRING.clear()
+    if _SIGINT_SEEN:
+        raise KeyboardInterrupt
+
+
 def main(argv: list[str] | None = None) -> int:
+    noted = signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    if noted:
+        signal.signal(signal.SIGINT, _note_sigint)
     try:
         return _main(argv)
     except KeyboardInterrupt:  # Ctrl-C while starting (imports, argument parsing)
         print("aiayn: interrupted", file=sys.stderr)
         return 130
-    except ImportError as e:  # Ctrl-C inside a C extension's import surfaces as an ImportError
-        if isinstance(e.__cause__ or e.__context__, KeyboardInterrupt):
+    except ImportError as e:
+        # Ctrl-C inside a C extension's import surfaces as an ImportError; a library that
+        # guards an optional import (torch with numpy) may swallow that one, and the next
+        # import of the half-initialised module fails ("cannot load module more than once")
+        if _SIGINT_SEEN or isinstance(e.__cause__ or e.__context__, KeyboardInterrupt):
             print("aiayn: interrupted", file=sys.stderr)
             return 130
         raise
+    finally:  # an in-process caller (tests, a notebook) gets Python's handler back
+        if noted and signal.getsignal(signal.SIGINT) is _note_sigint:
+            signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def _main(argv: list[str] | None) -> int:
@@ -115,6 +155,7 @@ def _main(argv: list[str] | None) -> int:
                   file=sys.stderr)
         return 2
     try:
+        _import_torch_whole()
         return int(args.func(args) or 0)
     except UserError as e:
         print(f"aiayn: error: {e}", file=sys.stderr)
