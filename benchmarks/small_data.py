@@ -25,8 +25,9 @@ fairseq's stopping rule, detokenized text.
     python benchmarks/small_data.py --quick                # smoke: aiayn systems, seconds each
     python benchmarks/small_data.py --record               # append the table to RESULTS.md
 
-Resumable: each run's result is runs/small-data/results/LANG-SIZE-SYSTEM-sSEED.json; a rerun skips
-the finished ones (a run cut midway starts again).
+Resumable: each run's result is runs/small-data/results/LANG-SIZE-SYSTEM-sSEED-MINUTESmin.json; a
+rerun skips the finished ones (a run cut midway starts again); runs of another --minutes are
+kept apart (models/ holds the latest run of a name).
 """
 
 from __future__ import annotations
@@ -144,7 +145,7 @@ def train_fairseq(corpus: Path, out: Path, seed: int, args) -> dict:
 
 def run_one(lang: str, size: int, system: str, seed: int, corpus: Path, args) -> dict:
     name = f"{lang}-{size}-{system}-s{seed}"
-    done = Path(args.work) / "results" / f"{name}.json"
+    done = Path(args.work) / "results" / f"{name}-{args.minutes:g}min.json"
     if done.is_file():
         return json.loads(done.read_text(encoding="utf-8"))
     out = Path(args.work) / "models" / name
