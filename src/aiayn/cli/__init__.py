@@ -84,7 +84,7 @@ def build_parser() -> argparse.ArgumentParser:
 _SIGINT_SEEN = []  # set by _note_sigint: Ctrl-C arrived while this process ran
 
 
-_DEFERRING = []  # non-empty while torch imports: Ctrl-C is noted, raised when it is done
+_DEFERRING = []  # non-empty while torch or numpy imports: Ctrl-C is noted, raised when it is done
 
 
 def _note_sigint(signum, frame):
@@ -95,26 +95,48 @@ def _note_sigint(signum, frame):
         raise KeyboardInterrupt
 
 
-def _import_torch_whole() -> None:
-    """Import torch (and numpy under it) with Ctrl-C held until the import is done: a
-    KeyboardInterrupt inside a C extension's initialisation leaves half-made modules that the
-    next import trips over (AttributeError, RecursionError, "cannot load module more than
-    once", even an abort), never a clean exit. The parser and --help stay torch-free."""
-    if "torch" in sys.modules or signal.getsignal(signal.SIGINT) is not _note_sigint:
-        return
-    _DEFERRING.append(True)
-    try:
-        import torch  # noqa: F401
-    finally:
-        _DEFERRING.clear()
-    if _SIGINT_SEEN:
-        raise KeyboardInterrupt
+class _WholeImports:
+    """A finder on sys.meta_path while main() runs: the first import of torch or numpy (whoever
+    makes it: a command's module, a lazy import deep in a command) runs with Ctrl-C held until
+    that module is whole. A KeyboardInterrupt inside a C extension's initialisation leaves
+    half-made modules that the next import trips over (AttributeError, RecursionError, "cannot
+    load module more than once", even an abort), never a clean exit. Commands that never import
+    torch (configs, --help, early errors) never pay for it."""
+
+    NAMES = ("torch", "numpy")
+
+    def find_spec(self, name, path=None, target=None):
+        if name not in self.NAMES:
+            return None
+        for finder in sys.meta_path:
+            find = getattr(finder, "find_spec", None)
+            spec = find(name, path, target) if finder is not self and find else None
+            if spec is not None:
+                break
+        else:
+            return None
+        run = spec.loader.exec_module  # this module's own loader instance: patched alone
+
+        def exec_held(module):
+            _DEFERRING.append(name)
+            try:
+                run(module)
+            finally:
+                _DEFERRING.pop()
+            if _SIGINT_SEEN and not _DEFERRING:  # the module is whole: now stop (exit 130)
+                raise KeyboardInterrupt
+
+        spec.loader.exec_module = exec_held
+        return spec
 
 
 def main(argv: list[str] | None = None) -> int:
     noted = signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    hook = _WholeImports() if noted and "torch" not in sys.modules else None
     if noted:
         signal.signal(signal.SIGINT, _note_sigint)
+    if hook is not None:
+        sys.meta_path.insert(0, hook)
     try:
         return _main(argv)
     except KeyboardInterrupt:  # Ctrl-C while starting (imports, argument parsing)
@@ -129,6 +151,8 @@ def main(argv: list[str] | None = None) -> int:
             return 130
         raise
     finally:  # an in-process caller (tests, a notebook) gets Python's handler back
+        if hook is not None and hook in sys.meta_path:
+            sys.meta_path.remove(hook)
         if noted and signal.getsignal(signal.SIGINT) is _note_sigint:
             signal.signal(signal.SIGINT, signal.default_int_handler)
 
@@ -155,7 +179,6 @@ def _main(argv: list[str] | None) -> int:
                   file=sys.stderr)
         return 2
     try:
-        _import_torch_whole()
         return int(args.func(args) or 0)
     except UserError as e:
         print(f"aiayn: error: {e}", file=sys.stderr)
