@@ -226,3 +226,27 @@ def test_the_command_exits_with_mains_code_and_its_output_written(world_size):
     done = subprocess.run([sys.executable, "-c", snippet], capture_output=True, text=True,
                           env={**env, "WORLD_SIZE": world_size}, timeout=120)
     assert (done.returncode, done.stdout) == (3, "the last line"), done.stderr[-2000:]
+
+
+def test_host_numbers_go_through_the_host_group_and_device_sums_stay_tensors(tmp_path):
+    """Under NCCL, setup() adds a gloo group for host numbers (units, clock, stop decisions) so
+    that summing them never waits for the GPU; device sums are summed as tensors, unread. Here
+    the same two groups on gloo: both sums are right, and the group is gone after finish()."""
+    script = tmp_path / "sums.py"
+    script.write_text(
+        "import torch, torch.distributed as dist\n"
+        "from aiayn.training import distributed as d\n"
+        "here = d.setup('cpu')\n"
+        "d._HOST_GROUP[0] = dist.new_group(backend='gloo')  # as setup() does under NCCL\n"
+        "assert d.all_sum([here.rank + 1, 10]) == [3.0, 20.0]\n"
+        "sums = d.all_sum_tensors([torch.tensor(here.rank + 0.5), 2])\n"
+        "assert all(isinstance(s, torch.Tensor) and s.dtype == torch.float64 for s in sums)\n"
+        "assert [float(s) for s in sums] == [2.0, 4.0], sums\n"
+        "d.finish()\n"
+        "assert d._HOST_GROUP[0] is None\n"
+        "print('sums ok', here.rank)\n")
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+           str(script)]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    done = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0 and "sums ok 0" in done.stdout, done.stderr[-3000:]

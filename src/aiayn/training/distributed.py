@@ -39,6 +39,11 @@ from aiayn.errors import UserError
 # How long a process waits for the others at a collective (e.g. while rank 0 evaluates or saves)
 # before giving up; torchrun stops the whole job when one process fails, so this is a last resort.
 TIMEOUT = datetime.timedelta(minutes=30)
+# Under NCCL, a gloo group over the same processes for the host's own numbers (units per update,
+# the clock, stop decisions): summing those through NCCL would copy them to the GPU and read the
+# result back, a wait for every kernel queued before it, once per update. None under gloo (its
+# default group is already on the host) and before setup().
+_HOST_GROUP: list[Any] = [None]
 
 
 @dataclass(frozen=True)
@@ -89,6 +94,8 @@ def setup(device: str = "auto") -> World:
         check_gpus_per_node(int(os.environ.get("LOCAL_WORLD_SIZE", local_rank + 1)), device)
         torch.cuda.set_device(local_rank)
     dist.init_process_group("nccl" if name.startswith("cuda") else "gloo", timeout=TIMEOUT)
+    if name.startswith("cuda"):  # every process makes it, in the same order (new_group's rule)
+        _HOST_GROUP[0] = dist.new_group(backend="gloo", timeout=TIMEOUT)
     atexit.register(finish)
     here = world()
     if not here.is_main:
@@ -115,13 +122,31 @@ def _collective_device() -> torch.device:
 
 
 def all_sum(values: Sequence[float]) -> list[float]:
-    """The element-wise sum of `values` over all processes (float64; the values themselves on
-    one process)."""
+    """The element-wise sum of host numbers `values` over all processes (float64; the values
+    themselves on one process). Under NCCL it goes through the host group: no GPU wait."""
     if not world().active:
         return [float(v) for v in values]
-    t = torch.tensor([float(v) for v in values], dtype=torch.float64, device=_collective_device())
-    dist.all_reduce(t)
+    group = _HOST_GROUP[0]
+    device = torch.device("cpu") if group is not None else _collective_device()
+    t = torch.tensor([float(v) for v in values], dtype=torch.float64, device=device)
+    dist.all_reduce(t, group=group)
     return t.tolist()
+
+
+def all_sum_tensors(values: Sequence[Any]) -> list[torch.Tensor]:
+    """The element-wise sum over all processes of `values` (0-dim tensors on this process's
+    device, or numbers), as 0-dim float64 tensors on that device, not read: NCCL queues the sum
+    on the GPU's stream and the host goes on (the trainer reads them at log time)."""
+    if not values:
+        return []
+    device = next((v.device for v in values if isinstance(v, torch.Tensor)),
+                  _collective_device())
+    t = torch.stack([v.detach().to(device, torch.float64) if isinstance(v, torch.Tensor)
+                     else torch.tensor(float(v), dtype=torch.float64, device=device)
+                     for v in values])
+    if world().active:
+        dist.all_reduce(t)
+    return list(t.unbind())
 
 
 def gather(obj: Any) -> list[Any]:
@@ -183,8 +208,9 @@ def wrap(step: LossModule, device: torch.device, unused_parameters: bool = False
 def finish() -> None:
     """Leave the process group (at the end of a command run under torchrun)."""
     if dist.is_available() and dist.is_initialized():
-        dist.destroy_process_group()
+        dist.destroy_process_group()  # the host group too
+    _HOST_GROUP[0] = None
 
 
-__all__ = ["LossModule", "World", "all_sum", "check_gpus_per_node", "check_same", "finish", "gather", "launched",
+__all__ = ["LossModule", "World", "all_sum", "all_sum_tensors", "check_gpus_per_node", "check_same", "finish", "gather", "launched",
            "process_device", "setup", "silent", "world", "wrap"]

@@ -277,7 +277,7 @@ class Trainer(TrainerState, Progress):
         """One optimizer update over accum_steps batches. Returns (sums, units): the loss sum
         ("loss") and the loss function's other sums, tensors left on the device (nothing here
         waits for it), and the units, a host int; both summed over all processes under torchrun
-        (where they are read: one wait per update, see distributed.all_sum)."""
+        (the sums on the device, the units and the clock on the host: no GPU wait)."""
         self.model.train()
         self.optimizer.zero_grad(set_to_none=True)
         sums: dict[str, Any] = {}
@@ -325,13 +325,15 @@ class Trainer(TrainerState, Progress):
         self.scaler.step(self.optimizer)  # fp16: skipped when a gradient overflowed
         self.scaler.update()
 
-    def _sum_over_processes(self, sums: dict[str, Any], n: int) -> tuple[dict[str, float], int]:
-        """(sums, units) added up over all processes; rank 0's clock agreed on by all."""
+    def _sum_over_processes(self, sums: dict[str, Any], n: int) -> tuple[dict[str, Any], int]:
+        """(sums, units) added up over all processes; rank 0's clock agreed on by all. The
+        sums stay device tensors, summed there (read at log time); the units and the clock are
+        host numbers, summed on the host (the units divide the gradients before the step)."""
         keys = sorted(sums)
         clock = time.monotonic() - self._start if self.world.is_main else 0.0
-        total = distributed.all_sum([n, *(sums[k] for k in keys), clock])
-        self._agreed_elapsed = total[-1]
-        return dict(zip(keys, total[1:-1], strict=True)), int(round(total[0]))
+        units, self._agreed_elapsed = distributed.all_sum([n, clock])
+        summed = distributed.all_sum_tensors([sums[k] for k in keys])
+        return dict(zip(keys, summed, strict=True)), int(round(units))
 
     def _install_signal_handlers(self) -> dict[int, Any]:
         """Ctrl-C (SIGINT) and SIGTERM during an optimizer update wait for the update to finish
