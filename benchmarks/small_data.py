@@ -157,7 +157,7 @@ def run_one(lang: str, size: int, system: str, seed: int, corpus: Path, args) ->
             out / "checkpoint_last.pt"
     else:
         settings, model = train_aiayn(system, corpus, out, seed, args), out
-    hyp = out.with_name(name + ".hyp")
+    hyp = out.with_name(name + ".test.hyp")  # decode log NAME.test.log, beside NAME.log
     peer.decode("aiayn" if system in AIAYN_SYSTEMS else "fairseq", model, data, 4, hyp,
                 args.threads)
     result = {"lang": lang, "size": size, "system": system, "seed": seed, "settings": settings,
