@@ -18,12 +18,18 @@ Systems, each for --minutes of training on --threads threads, per seed:
                  benchmarks/vs_fairseq.py builds; its sentencepiece BPE of 10k (fairseq's
                  example), or twice auto's vocabulary where the corpus is too small for 10k
 Scored alike (vs_fairseq.decode and .score): test sacreBLEU and chrF, beam 4, score / length,
-fairseq's stopping rule, detokenized text.
+fairseq's stopping rule, detokenized text; the dev split (500 pairs) too, for choices.
+
+--ablate adds, per corpus, auto with one knob at a time set back to gettext-small's value
+(vocabulary, model shape, dropout, tokens per update, lr and warmup; a knob where auto already
+chose gettext-small's value is not run), scored on the dev split alone: which knob the gain
+comes from, read where the rule may be refitted (the test split stays for the final table).
 
     python benchmarks/small_data.py                        # the full run (see --help for sizes)
     python benchmarks/small_data.py --minutes 2 --langs de --sizes 5000 --seeds 0   # a look
     python benchmarks/small_data.py --quick                # smoke: aiayn systems, seconds each
     python benchmarks/small_data.py --record               # append the table to RESULTS.md
+    python benchmarks/small_data.py --minutes 15 --langs de --sizes 20000 --seeds 0 --ablate
 
 Resumable: each run's result is runs/small-data/results/LANG-SIZE-SYSTEM-sSEED-MINUTESmin.json; a
 rerun skips the finished ones (a run cut midway starts again); runs of another --minutes are
@@ -67,6 +73,31 @@ SETTINGS = {
 }
 
 
+# One knob of auto's choice set back to gettext-small's value (configs/gettext-small.yaml):
+# knob -> (overrides, "auto already chose it" given auto's Recipe).
+GETTEXT_SMALL_SHAPE = {"d_model": 256, "n_heads": 4, "d_ff": 1024, "n_layers": 3}
+SWAPS = {
+    "vocab": (["data.vocab_size=8000"], lambda r: r.data["vocab_size"] == 8000),
+    "shape": ([f"model.{k}={v}" for k, v in GETTEXT_SMALL_SHAPE.items()],
+              lambda r: all(r.model[k] == v for k, v in GETTEXT_SMALL_SHAPE.items())),
+    "dropout": (["model.dropout=0.1", "model.attn_dropout=0.0", "model.activation_dropout=0.0"],
+                lambda r: (r.model["dropout"], r.model["attn_dropout"]) == (0.1, 0.0)),
+    "batch": (["train.max_tokens=4000"], lambda r: r.train["max_tokens"] == 4000),
+    "schedule": (["train.lr=0.001", "train.warmup_steps=400"],
+                 lambda r: (r.train["lr"], r.train["warmup_steps"]) == (0.001, 400)),
+}
+
+
+def swaps_to_run(corpus: Path, args) -> list[str]:
+    """The knobs where auto's choice for this corpus and budget differs from gettext-small's."""
+    from aiayn.data.parallel import read_corpus_dir
+    from aiayn.training.auto_recipe import Budget, facts_of, plan
+
+    recipe = plan(facts_of(read_corpus_dir(corpus)["train"]), Budget(args.minutes, "cpu",
+                                                                     args.threads))
+    return [knob for knob, (_, same) in SWAPS.items() if not same(recipe)]
+
+
 def cut_corpora(work: Path, lang: str, sizes: list[int], test_lines: int | None) -> dict[int, Path]:
     """LANG-SIZE corpus folders (train / valid / test), nested cuts of one shuffle."""
     from aiayn.data.gettext_corpus import gettext_pairs
@@ -81,7 +112,7 @@ def cut_corpora(work: Path, lang: str, sizes: list[int], test_lines: int | None)
     for n, folder in folders.items():
         if n > len(train):
             sys.exit(f"--sizes {n}: en-{lang} has {len(train):,} training pairs")
-        corpus = {"train": train[:n], "valid": splits["valid"][:DEV_PAIRS],
+        corpus = {"train": train[:n], "valid": splits["valid"][:min(DEV_PAIRS, test_lines or DEV_PAIRS)],
                   "test": splits["test"][:test_lines] if test_lines else splits["test"]}
         write_corpus_dir(corpus, folder, {"corpus": "gettext", "src_lang": "en",
                                           "tgt_lang": lang}, force=True)
@@ -90,8 +121,9 @@ def cut_corpora(work: Path, lang: str, sizes: list[int], test_lines: int | None)
 
 def train_aiayn(system: str, corpus: Path, out: Path, seed: int, args) -> str:
     common = [*COMMON, f"train.seed={seed}", f"train.threads={args.threads}", "--out", out]
-    if system == "auto":
-        cmd = ["train", "auto", "--corpus", corpus, "--minutes", args.minutes, *common]
+    if system.startswith("auto"):  # auto, or auto-swap-KNOB: one knob set to gettext-small's
+        swap = SWAPS[system.removeprefix("auto-swap-")][0] if system != "auto" else []
+        cmd = ["train", "auto", "--corpus", corpus, "--minutes", args.minutes, *swap, *common]
     else:
         config = "gettext-small" if system == "gettext-small" else "base"
         extra = PAPER_BASE if system == "paper-base" else []
@@ -100,7 +132,7 @@ def train_aiayn(system: str, corpus: Path, out: Path, seed: int, args) -> str:
     shutil.rmtree(out, ignore_errors=True)
     peer.run([sys.executable, "-m", "aiayn", *cmd], env=peer.thread_env(args.threads),
              log=out.with_suffix(".log"))
-    if system == "auto":  # the choice, as written in the model folder
+    if system.startswith("auto"):  # the choice, as written in the model folder
         import yaml
         c = yaml.safe_load((out / "auto.yaml").read_text(encoding="utf-8"))
         m, t = c["model"], c["train"]
@@ -144,33 +176,77 @@ def train_fairseq(corpus: Path, out: Path, seed: int, args) -> dict:
 
 
 def run_one(lang: str, size: int, system: str, seed: int, corpus: Path, args) -> dict:
+    """Train one system on one corpus, then score it on the dev split and (except the
+    ablations, which are for choices) on the test split; the result is saved and reused."""
     name = f"{lang}-{size}-{system}-s{seed}"
     done = Path(args.work) / "results" / f"{name}-{args.minutes:g}min.json"
-    if done.is_file():
-        return json.loads(done.read_text(encoding="utf-8"))
     out = Path(args.work) / "models" / name
+    if done.is_file():
+        result = json.loads(done.read_text(encoding="utf-8"))
+        if "dev_bleu" in result or system == "fairseq-iwslt" or not (out / "config.json").is_file():
+            return result
+        # a result from before dev scores were kept, its model still there (models/ holds the
+        # latest run of a name: the minutes must match): score the dev split alone
+        kept = json.loads((out / "config.json").read_text(encoding="utf-8"))["experiment"]
+        if kept["train"].get("max_minutes") != args.minutes:
+            return result
+        data = {"src": corpus / "valid.src", "ref": corpus / "valid.tgt"}
+        hyp = out.with_name(f"{name}.valid.hyp")
+        peer.decode("aiayn", out, data, 4, hyp, args.threads)
+        scores = peer.score(hyp, data["ref"])
+        result.update(dev_bleu=scores["bleu"], dev_chrf=scores["chrf"])
+        done.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+        return result
     out.parent.mkdir(parents=True, exist_ok=True)
-    data = {"src": corpus / "test.src", "ref": corpus / "test.tgt"}
+    data = {}
     if system == "fairseq-iwslt":
         data.update(train_fairseq(corpus, out, seed, args))
         settings, model = SETTINGS[system] + f", BPE {data['vocab'] // 1000}k", \
             out / "checkpoint_last.pt"
     else:
         settings, model = train_aiayn(system, corpus, out, seed, args), out
-    hyp = out.with_name(name + ".test.hyp")  # decode log NAME.test.log, beside NAME.log
-    peer.decode("aiayn" if system in AIAYN_SYSTEMS else "fairseq", model, data, 4, hyp,
-                args.threads)
     result = {"lang": lang, "size": size, "system": system, "seed": seed, "settings": settings,
-              "minutes": args.minutes, **peer.score(hyp, data["ref"])}
+              "minutes": args.minutes}
+    for split in ("valid", "test") if system in SYSTEMS else ("valid",):
+        data.update(src=corpus / f"{split}.src", ref=corpus / f"{split}.tgt")
+        hyp = out.with_name(f"{name}.{split}.hyp")  # its decode log NAME.SPLIT.log, by NAME.log
+        peer.decode("aiayn" if system != "fairseq-iwslt" else "fairseq", model, data, 4, hyp,
+                    args.threads)
+        scores = peer.score(hyp, data["ref"])
+        if split == "test":
+            result.update(scores)
+        else:
+            result.update(dev_bleu=scores["bleu"], dev_chrf=scores["chrf"])
     done.parent.mkdir(parents=True, exist_ok=True)
     done.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
     return result
 
 
+def ablation_table(results: list[dict]) -> str:
+    """Dev BLEU of auto and, per knob set back to gettext-small's value, its change."""
+    rows = ["| corpus | auto: dev BLEU (seeds) | " + " | ".join(
+                f"{k} as gettext-small's" for k in SWAPS) + " |",
+            "|---|---:|" + "---:|" * len(SWAPS)]
+    for lang, size in sorted({(r["lang"], r["size"]) for r in results}):
+        mine = [r for r in results if (r["lang"], r["size"]) == (lang, size)
+                and "dev_bleu" in r]
+        base = [r["dev_bleu"] for r in mine if r["system"] == "auto"]
+        if not base:
+            continue
+        cells = []
+        for knob in SWAPS:
+            swapped = [r["dev_bleu"] for r in mine if r["system"] == f"auto-swap-{knob}"]
+            cells.append(f"{statistics.mean(swapped) - statistics.mean(base):+.1f}" if swapped
+                         else "(auto's too)")
+        rows.append(f"| en-{lang} {size:,} | {statistics.mean(base):.1f} "
+                    f"({', '.join(f'{b:.1f}' for b in base)}) | " + " | ".join(cells) + " |")
+    return "\n".join(rows)
+
+
 def table(results: list[dict]) -> str:
     rows = ["| corpus | system | test BLEU (mean; seeds) | test chrF (mean) | settings |",
             "|---|---|---:|---:|---|"]
-    keys = sorted({(r["lang"], r["size"], r["system"]) for r in results},
+    keys = sorted({(r["lang"], r["size"], r["system"]) for r in results if r["system"] in SYSTEMS},
                   key=lambda k: (k[0], k[1], SYSTEMS.index(k[2])))
     for lang, size, system in keys:
         mine = [r for r in results if (r["lang"], r["size"], r["system"]) == (lang, size, system)]
@@ -192,8 +268,10 @@ def main(argv: list[str] | None = None) -> list[dict]:
     p.add_argument("--systems", nargs="+", choices=SYSTEMS, default=list(SYSTEMS))
     p.add_argument("--work", default="runs/small-data", help="corpora, models, results")
     p.add_argument("--quick", action="store_true",
-                   help="smoke test: en-de, 1,200 pairs, 0.2 minutes, 40 test sentences, seed "
+                   help="smoke test: en-de, 1,200 pairs, 0.2 minutes, 40 dev and test pairs, seed "
                         "0, the aiayn systems only (fairseq needs its venv: minutes to build)")
+    p.add_argument("--ablate", action="store_true",
+                   help="also auto with one knob at a time as gettext-small's (dev split only)")
     p.add_argument("--record", action="store_true", help="append the table to RESULTS.md")
     args = p.parse_args(argv)
     test_lines = None
@@ -207,10 +285,14 @@ def main(argv: list[str] | None = None) -> list[dict]:
     for lang in args.langs:
         corpora = cut_corpora(Path(args.work), lang, args.sizes, test_lines)
         for size in args.sizes:
+            swaps = swaps_to_run(corpora[size], args) if args.ablate else []
             for seed in args.seeds:
-                for system in args.systems:
+                for system in [*args.systems, *(f"auto-swap-{k}" for k in swaps)]:
                     results.append(run_one(lang, size, system, seed, corpora[size], args))
     text = table(results)
+    if args.ablate:
+        text += "\n\nauto with one knob as gettext-small's: change in dev BLEU (beam 4)\n\n" + \
+            ablation_table(results)
     print(text)
     if args.record:
         command = "python benchmarks/small_data.py " + " ".join(argv or sys.argv[1:])

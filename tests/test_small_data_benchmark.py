@@ -1,13 +1,54 @@
 """benchmarks/small_data.py's smoke mode end to end (slow tier): the aiayn systems train on a
 tiny gettext cut, are scored on its test split, and the rerun skips the finished runs."""
 
+import importlib.util
+import json
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
 SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "small_data.py"
+
+
+@pytest.fixture(scope="module")
+def small_data():
+    spec = importlib.util.spec_from_file_location("small_data", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_ablations_run_only_the_knobs_where_auto_differs_from_gettext_small(small_data, tmp_path):
+    from aiayn.data.parallel import write_corpus_dir
+    from aiayn.training.auto_recipe import Budget, facts_of, plan
+
+    words = "the a file is not found open close read write new old".split()
+    pairs = [(" ".join(words[(i + j) % len(words)] for j in range(5)),
+              " ".join(words[(i * 7 + j) % len(words)] for j in range(6))) for i in range(6000)]
+    write_corpus_dir({"train": pairs, "valid": pairs[:10], "test": pairs[:10]}, tmp_path / "c")
+    args = SimpleNamespace(minutes=60.0, threads=2)
+    knobs = small_data.swaps_to_run(tmp_path / "c", args)
+    recipe = plan(facts_of(pairs), Budget(60.0, "cpu", 2))
+    assert recipe.data["vocab_size"] != 8000 and "vocab" in knobs  # 2k-ish BPE at 6k pairs
+    assert recipe.train["max_tokens"] != 4000 and "batch" in knobs
+    assert "dropout" in knobs  # many passes: more than gettext-small's 0.1
+    assert set(knobs) <= set(small_data.SWAPS)
+    for knob in set(small_data.SWAPS) - set(knobs):  # skipped = auto chose that value already
+        assert small_data.SWAPS[knob][1](recipe)
+
+
+def test_the_ablation_table_gives_each_knob_its_change_in_dev_bleu(small_data):
+    results = [{"lang": "de", "size": 5000, "system": "auto", "seed": s, "dev_bleu": b}
+               for s, b in ((0, 20.0), (1, 22.0))]
+    results += [{"lang": "de", "size": 5000, "system": "auto-swap-vocab", "seed": 0,
+                 "dev_bleu": 17.5}, {"lang": "de", "size": 5000, "system": "fairseq-iwslt",
+                                     "seed": 0, "dev_bleu": 5.0}]
+    row = small_data.ablation_table(results).splitlines()[-1]
+    assert row.startswith("| en-de 5,000 | 21.0 (20.0, 22.0) | -3.5 |")
+    assert row.count("(auto's too)") == len(small_data.SWAPS) - 1
 
 
 @pytest.mark.slow
@@ -18,6 +59,7 @@ def test_small_data_quick_runs_the_aiayn_systems_and_resumes(tmp_path):
     assert "aiayn systems only (fairseq-iwslt is not run)" in done.stdout
     for system in ("auto", "gettext-small", "paper-base"):
         assert f"| en-de 1,200 | {system} |" in done.stdout
-        assert (tmp_path / "results" / f"de-1200-{system}-s0-0.2min.json").is_file()
+        result = json.loads((tmp_path / "results" / f"de-1200-{system}-s0-0.2min.json").read_text())
+        assert {"bleu", "chrf", "dev_bleu", "dev_chrf"} <= set(result)  # test and dev scored
     again = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     assert again.returncode == 0 and "$ " not in again.stdout  # nothing trained again
