@@ -100,8 +100,8 @@ class _WholeImports:
     makes it: a command's module, a lazy import deep in a command) runs with Ctrl-C held until
     that module is whole. A KeyboardInterrupt inside a C extension's initialisation leaves
     half-made modules that the next import trips over (AttributeError, RecursionError, "cannot
-    load module more than once", even an abort), never a clean exit. Commands that never import
-    torch (configs, --help, early errors) never pay for it."""
+    load module more than once", even an abort), never a clean exit. --help and argument errors
+    stay torch-free (every command's work imports torch, so nothing else is saved)."""
 
     NAMES = ("torch", "numpy")
 
