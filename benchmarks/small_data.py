@@ -287,7 +287,8 @@ def main(argv: list[str] | None = None) -> list[dict]:
         for size in args.sizes:
             swaps = swaps_to_run(corpora[size], args) if args.ablate else []
             for seed in args.seeds:
-                for system in [*args.systems, *(f"auto-swap-{k}" for k in swaps)]:
+                base = [] if "auto" in args.systems or not swaps else ["auto"]  # the reference
+                for system in [*args.systems, *base, *(f"auto-swap-{k}" for k in swaps)]:
                     results.append(run_one(lang, size, system, seed, corpora[size], args))
     text = table(results)
     if args.ablate:
