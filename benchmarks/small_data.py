@@ -175,6 +175,18 @@ def train_fairseq(corpus: Path, out: Path, seed: int, args) -> dict:
     return {"bin": data_bin, "spm": pieces / "spm.model", "vocab": vocab}
 
 
+def score_split(system: str, model: Path, data: dict, corpus: Path, split: str,
+                hyp: Path, threads: int) -> dict:
+    """Beam-4 sacreBLEU and chrF of `model` on the corpus's `split` ("valid" or "test"), as the
+    result records them (the dev split's as dev_bleu / dev_chrf); hypotheses in hyp.SPLIT.hyp
+    (its decode log beside it, not over the training log)."""
+    data = {**data, "src": corpus / f"{split}.src", "ref": corpus / f"{split}.tgt"}
+    hyp = hyp.with_name(f"{hyp.name}.{split}.hyp")
+    peer.decode("fairseq" if system == "fairseq-iwslt" else "aiayn", model, data, 4, hyp, threads)
+    scores = peer.score(hyp, data["ref"])
+    return scores if split == "test" else {"dev_bleu": scores["bleu"], "dev_chrf": scores["chrf"]}
+
+
 def run_one(lang: str, size: int, system: str, seed: int, corpus: Path, args) -> dict:
     """Train one system on one corpus, then score it on the dev split and (except the
     ablations, which are for choices) on the test split; the result is saved and reused."""
@@ -183,24 +195,18 @@ def run_one(lang: str, size: int, system: str, seed: int, corpus: Path, args) ->
     out = Path(args.work) / "models" / name
     if done.is_file():
         result = json.loads(done.read_text(encoding="utf-8"))
-        if "dev_bleu" in result or system == "fairseq-iwslt" or not (out / "config.json").is_file():
-            return result
-        # a result from before dev scores were kept, its model still there (models/ holds the
-        # latest run of a name: the minutes must match): score the dev split alone
-        kept = json.loads((out / "config.json").read_text(encoding="utf-8"))["experiment"]
-        if kept["train"].get("max_minutes") != args.minutes:
-            return result
-        data = {"src": corpus / "valid.src", "ref": corpus / "valid.tgt"}
-        hyp = out.with_name(f"{name}.valid.hyp")
-        peer.decode("aiayn", out, data, 4, hyp, args.threads)
-        scores = peer.score(hyp, data["ref"])
-        result.update(dev_bleu=scores["bleu"], dev_chrf=scores["chrf"])
-        done.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+        kept = out / "config.json"
+        # a result from before dev scores were kept, its aiayn model still there (models/ holds
+        # the latest run of a name: its minutes must match): score the dev split alone
+        if "dev_bleu" not in result and kept.is_file() and json.loads(kept.read_text(
+                encoding="utf-8"))["experiment"]["train"].get("max_minutes") == args.minutes:
+            result.update(score_split(system, out, {}, corpus, "valid", out, args.threads))
+            done.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
         return result
     out.parent.mkdir(parents=True, exist_ok=True)
     data = {}
     if system == "fairseq-iwslt":
-        data.update(train_fairseq(corpus, out, seed, args))
+        data = train_fairseq(corpus, out, seed, args)
         settings, model = SETTINGS[system] + f", BPE {data['vocab'] // 1000}k", \
             out / "checkpoint_last.pt"
     else:
@@ -208,15 +214,7 @@ def run_one(lang: str, size: int, system: str, seed: int, corpus: Path, args) ->
     result = {"lang": lang, "size": size, "system": system, "seed": seed, "settings": settings,
               "minutes": args.minutes}
     for split in ("valid", "test") if system in SYSTEMS else ("valid",):
-        data.update(src=corpus / f"{split}.src", ref=corpus / f"{split}.tgt")
-        hyp = out.with_name(f"{name}.{split}.hyp")  # its decode log NAME.SPLIT.log, by NAME.log
-        peer.decode("aiayn" if system != "fairseq-iwslt" else "fairseq", model, data, 4, hyp,
-                    args.threads)
-        scores = peer.score(hyp, data["ref"])
-        if split == "test":
-            result.update(scores)
-        else:
-            result.update(dev_bleu=scores["bleu"], dev_chrf=scores["chrf"])
+        result.update(score_split(system, model, data, corpus, split, out, args.threads))
     done.parent.mkdir(parents=True, exist_ok=True)
     done.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
     return result

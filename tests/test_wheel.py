@@ -37,7 +37,6 @@ def make_venv_seeing_installed_packages(venv: Path) -> Path:
     return python
 
 
-
 def tracked_copy(dest: Path) -> Path:
     """The checkout's tracked files (and untracked, not ignored ones) copied to `dest`: the wheel
     is built from what the repository holds, not from a build/ folder an earlier build left
