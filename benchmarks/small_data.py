@@ -30,6 +30,8 @@ comes from, read where the rule may be refitted (the test split stays for the fi
     python benchmarks/small_data.py --quick                # smoke: aiayn systems, seconds each
     python benchmarks/small_data.py --record               # append the table to RESULTS.md
     python benchmarks/small_data.py --minutes 15 --langs de --sizes 20000 --seeds 0 --ablate
+    python benchmarks/small_data.py --minutes 60 --langs de --sizes 20000 --seeds 0 --systems auto \
+        --ablate --knobs dropout                           # one knob
 
 Resumable: each run's result is runs/small-data/results/LANG-SIZE-SYSTEM-sSEED-MINUTESmin.json; a
 rerun skips the finished ones (a run cut midway starts again); runs of another --minutes are
@@ -95,7 +97,8 @@ def swaps_to_run(corpus: Path, args) -> list[str]:
 
     recipe = plan(facts_of(read_corpus_dir(corpus)["train"]), Budget(args.minutes, "cpu",
                                                                      args.threads))
-    return [knob for knob, (_, same) in SWAPS.items() if not same(recipe)]
+    return [knob for knob, (_, same) in SWAPS.items()
+            if not same(recipe) and knob in (args.knobs or SWAPS)]
 
 
 def cut_corpora(work: Path, lang: str, sizes: list[int], test_lines: int | None) -> dict[int, Path]:
@@ -270,6 +273,8 @@ def main(argv: list[str] | None = None) -> list[dict]:
                         "0, the aiayn systems only (fairseq needs its venv: minutes to build)")
     p.add_argument("--ablate", action="store_true",
                    help="also auto with one knob at a time as gettext-small's (dev split only)")
+    p.add_argument("--knobs", nargs="+", choices=list(SWAPS),
+                   help="with --ablate: only these knobs (default: every one auto set otherwise)")
     p.add_argument("--record", action="store_true", help="append the table to RESULTS.md")
     args = p.parse_args(argv)
     test_lines = None

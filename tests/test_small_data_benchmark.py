@@ -29,7 +29,7 @@ def test_ablations_run_only_the_knobs_where_auto_differs_from_gettext_small(smal
     pairs = [(" ".join(words[(i + j) % len(words)] for j in range(5)),
               " ".join(words[(i * 7 + j) % len(words)] for j in range(6))) for i in range(6000)]
     write_corpus_dir({"train": pairs, "valid": pairs[:10], "test": pairs[:10]}, tmp_path / "c")
-    args = SimpleNamespace(minutes=60.0, threads=2)
+    args = SimpleNamespace(minutes=60.0, threads=2, knobs=None)
     knobs = small_data.swaps_to_run(tmp_path / "c", args)
     recipe = plan(facts_of(pairs), Budget(60.0, "cpu", 2))
     assert recipe.data["vocab_size"] != 8000 and "vocab" in knobs  # 2k-ish BPE at 6k pairs
@@ -38,6 +38,9 @@ def test_ablations_run_only_the_knobs_where_auto_differs_from_gettext_small(smal
     assert set(knobs) <= set(small_data.SWAPS)
     for knob in set(small_data.SWAPS) - set(knobs):  # skipped = auto chose that value already
         assert small_data.SWAPS[knob][1](recipe)
+    args.knobs = ["dropout", "shape"]  # --knobs: only those asked for, still only where auto differs
+    assert small_data.swaps_to_run(tmp_path / "c", args) == [
+        k for k in knobs if k in ("dropout", "shape")]
 
 
 def test_the_ablation_table_gives_each_knob_its_change_in_dev_bleu(small_data):
