@@ -35,7 +35,8 @@ comes from, read where the rule may be refitted (the test split stays for the fi
 
 Resumable: each run's result is runs/small-data/results/LANG-SIZE-SYSTEM-sSEED-MINUTESmin.json; a
 rerun skips the finished ones (a run cut midway starts again); runs of another --minutes are
-kept apart (models/ holds the latest run of a name).
+kept apart (models/ holds the latest run of a name). auto's results record the version of its
+rule (auto_recipe.RULE): one of an older rule is moved to results/superseded/ and run again.
 """
 
 from __future__ import annotations
@@ -55,6 +56,8 @@ os.environ["PYTHONPATH"] = os.pathsep.join(  # the `aiayn` of this checkout in e
     p for p in (str(ROOT / "src"), os.environ.get("PYTHONPATH")) if p)
 
 import vs_fairseq as peer  # noqa: E402  (ensure_venv, run, thread_env, decode, score, record)
+
+from aiayn.training.auto_recipe import RULE  # noqa: E402
 
 SYSTEMS = ("auto", "gettext-small", "paper-base", "fairseq-iwslt")
 AIAYN_SYSTEMS = SYSTEMS[:3]
@@ -88,6 +91,16 @@ SWAPS = {
     "schedule": (["train.lr=0.001", "train.warmup_steps=400"],
                  lambda r: (r.train["lr"], r.train["warmup_steps"]) == (0.001, 400)),
 }
+# Other values of a knob, run only when --knobs names them: a knob's curve, not only two points.
+VARIANTS = {
+    "dropout-0.2": (["model.dropout=0.2", "model.attn_dropout=0.0",
+                     "model.activation_dropout=0.0"],
+                    lambda r: (r.model["dropout"], r.model["attn_dropout"]) == (0.2, 0.0)),
+    "dropout-0.3": (["model.dropout=0.3", "model.attn_dropout=0.0",
+                     "model.activation_dropout=0.0"],
+                    lambda r: (r.model["dropout"], r.model["attn_dropout"]) == (0.3, 0.0)),
+}
+KNOBS = {**SWAPS, **VARIANTS}
 
 
 def swaps_to_run(corpus: Path, args) -> list[str]:
@@ -97,7 +110,7 @@ def swaps_to_run(corpus: Path, args) -> list[str]:
 
     recipe = plan(facts_of(read_corpus_dir(corpus)["train"]), Budget(args.minutes, "cpu",
                                                                      args.threads))
-    return [knob for knob, (_, same) in SWAPS.items()
+    return [knob for knob, (_, same) in KNOBS.items()
             if not same(recipe) and knob in (args.knobs or SWAPS)]
 
 
@@ -125,7 +138,7 @@ def cut_corpora(work: Path, lang: str, sizes: list[int], test_lines: int | None)
 def train_aiayn(system: str, corpus: Path, out: Path, seed: int, args) -> str:
     common = [*COMMON, f"train.seed={seed}", f"train.threads={args.threads}", "--out", out]
     if system.startswith("auto"):  # auto, or auto-swap-KNOB: one knob set to gettext-small's
-        swap = SWAPS[system.removeprefix("auto-swap-")][0] if system != "auto" else []
+        swap = KNOBS[system.removeprefix("auto-swap-")][0] if system != "auto" else []
         cmd = ["train", "auto", "--corpus", corpus, "--minutes", args.minutes, *swap, *common]
     else:
         config = "gettext-small" if system == "gettext-small" else "base"
@@ -196,6 +209,7 @@ def run_one(lang: str, size: int, system: str, seed: int, corpus: Path, args) ->
     name = f"{lang}-{size}-{system}-s{seed}"
     done = Path(args.work) / "results" / f"{name}-{args.minutes:g}min.json"
     out = Path(args.work) / "models" / name
+    supersede(done, system)
     if done.is_file():
         result = json.loads(done.read_text(encoding="utf-8"))
         kept = out / "config.json"
@@ -215,7 +229,9 @@ def run_one(lang: str, size: int, system: str, seed: int, corpus: Path, args) ->
     else:
         settings, model = train_aiayn(system, corpus, out, seed, args), out
     result = {"lang": lang, "size": size, "system": system, "seed": seed, "settings": settings,
-              "minutes": args.minutes}
+              "minutes": args.minutes, **made_and_planned(out)}
+    if system.startswith("auto"):
+        result["rule"] = RULE
     for split in ("valid", "test") if system in SYSTEMS else ("valid",):
         result.update(score_split(system, model, data, corpus, split, out, args.threads))
     done.parent.mkdir(parents=True, exist_ok=True)
@@ -223,11 +239,43 @@ def run_one(lang: str, size: int, system: str, seed: int, corpus: Path, args) ->
     return result
 
 
+def supersede(done: Path, system: str) -> None:
+    """An auto result made with an older rule: moved to results/superseded/ (to be run again)."""
+    if not (done.is_file() and system.startswith("auto") and _rule(done) != RULE):
+        return
+    old = done.parent / "superseded" / f"{done.stem}-rule{_rule(done)}.json"
+    old.parent.mkdir(exist_ok=True)
+    done.replace(old)
+    print(f"{done.name}: auto's rule {_rule(old)} -> {RULE}: moved to {old}, run again")
+
+
+def _rule(result: Path) -> int:
+    """The version of auto_recipe's rule a result was made with (1: before versions)."""
+    return json.loads(result.read_text(encoding="utf-8")).get("rule", 1)
+
+
+def made_and_planned(out: Path) -> dict:
+    """{"updates": made, "planned_updates": auto's expectation} of an aiayn model folder."""
+    found = {}
+    if (out / "metrics.jsonl").is_file():
+        lines = (out / "metrics.jsonl").read_text(encoding="utf-8").splitlines()
+        found["updates"] = max(json.loads(line).get("step", 0) for line in lines if line.strip())
+    if (out / "config.json").is_file():
+        auto = json.loads((out / "config.json").read_text(encoding="utf-8")).get("auto", {})
+        if "planned_updates" in auto:
+            found["planned_updates"] = auto["planned_updates"]
+    return found
+
+
 def ablation_table(results: list[dict]) -> str:
-    """Dev BLEU of auto and, per knob set back to gettext-small's value, its change."""
+    """Dev BLEU of auto and, per knob set back to gettext-small's value (and per variant run),
+    its change."""
+    knobs = [*SWAPS, *(k for k in VARIANTS if any(r["system"] == f"auto-swap-{k}"
+                                                    for r in results))]
     rows = ["| corpus | auto: dev BLEU (seeds) | " + " | ".join(
-                f"{k} as gettext-small's" for k in SWAPS) + " |",
-            "|---|---:|" + "---:|" * len(SWAPS)]
+                f"{k} as gettext-small's" if k in SWAPS else k.replace("-", " ")
+                for k in knobs) + " |",
+            "|---|---:|" + "---:|" * len(knobs)]
     for lang, size in sorted({(r["lang"], r["size"]) for r in results}):
         mine = [r for r in results if (r["lang"], r["size"]) == (lang, size)
                 and "dev_bleu" in r]
@@ -235,7 +283,7 @@ def ablation_table(results: list[dict]) -> str:
         if not base:
             continue
         cells = []
-        for knob in SWAPS:
+        for knob in knobs:
             swapped = [r["dev_bleu"] for r in mine if r["system"] == f"auto-swap-{knob}"]
             cells.append(f"{statistics.mean(swapped) - statistics.mean(base):+.1f}" if swapped
                          else "(auto's too)")
@@ -273,8 +321,9 @@ def main(argv: list[str] | None = None) -> list[dict]:
                         "0, the aiayn systems only (fairseq needs its venv: minutes to build)")
     p.add_argument("--ablate", action="store_true",
                    help="also auto with one knob at a time as gettext-small's (dev split only)")
-    p.add_argument("--knobs", nargs="+", choices=list(SWAPS),
-                   help="with --ablate: only these knobs (default: every one auto set otherwise)")
+    p.add_argument("--knobs", nargs="+", choices=list(KNOBS),
+                   help="with --ablate: only these knobs (default: every one of gettext-small's "
+                        "that auto set otherwise; dropout-0.2 and -0.3: other values, on request)")
     p.add_argument("--record", action="store_true", help="append the table to RESULTS.md")
     args = p.parse_args(argv)
     test_lines = None

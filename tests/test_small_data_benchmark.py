@@ -41,6 +41,8 @@ def test_ablations_run_only_the_knobs_where_auto_differs_from_gettext_small(smal
     args.knobs = ["dropout", "shape"]  # --knobs: only those asked for, still only where auto differs
     assert small_data.swaps_to_run(tmp_path / "c", args) == [
         k for k in knobs if k in ("dropout", "shape")]
+    args.knobs = ["dropout-0.2"]  # another value: run when named (auto chose 0.3 here)
+    assert small_data.swaps_to_run(tmp_path / "c", args) == ["dropout-0.2"]
 
 
 def test_the_ablation_table_gives_each_knob_its_change_in_dev_bleu(small_data):
@@ -52,6 +54,12 @@ def test_the_ablation_table_gives_each_knob_its_change_in_dev_bleu(small_data):
     row = small_data.ablation_table(results).splitlines()[-1]
     assert row.startswith("| en-de 5,000 | 21.0 (20.0, 22.0) | -3.5 |")
     assert row.count("(auto's too)") == len(small_data.SWAPS) - 1
+    # a variant (another value of a knob) gets a column of its own only once it has run
+    assert "dropout 0.2" not in small_data.ablation_table(results)
+    results.append({"lang": "de", "size": 5000, "system": "auto-swap-dropout-0.2", "seed": 0,
+                    "dev_bleu": 23.0})
+    table = small_data.ablation_table(results).splitlines()
+    assert table[0].endswith("| dropout 0.2 |") and table[-1].endswith("| +2.0 |")
 
 
 @pytest.mark.slow
@@ -66,3 +74,29 @@ def test_small_data_quick_runs_the_aiayn_systems_and_resumes(tmp_path):
         assert {"bleu", "chrf", "dev_bleu", "dev_chrf"} <= set(result)  # test and dev scored
     again = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     assert again.returncode == 0 and "$ " not in again.stdout  # nothing trained again
+
+
+def test_auto_results_of_an_older_rule_are_set_aside_and_the_others_kept(small_data, tmp_path):
+    import json
+
+    results = tmp_path / "results"
+    results.mkdir()
+    files = {}
+    for name, rule in (("auto-old", None), ("auto-new", small_data.RULE), ("gettext-small", None)):
+        files[name] = results / f"de-5000-{name}-s0-60min.json"
+        files[name].write_text(json.dumps({"bleu": 1.0, **({"rule": rule} if rule else {})}))
+        small_data.supersede(files[name], name)
+    assert not files["auto-old"].exists()  # rule 1 (no "rule" key): moved, to run again
+    moved = results / "superseded" / "de-5000-auto-old-s0-60min-rule1.json"
+    assert json.loads(moved.read_text()) == {"bleu": 1.0}
+    assert files["auto-new"].exists() and files["gettext-small"].exists()
+
+
+def test_a_model_folder_says_how_many_updates_it_made_and_auto_planned(small_data, tmp_path):
+    import json
+
+    (tmp_path / "metrics.jsonl").write_text(
+        '{"step": 50, "loss": 3.0}\n{"step": 100, "valid_bleu": 2.0}\n{"step": 100}\n')
+    (tmp_path / "config.json").write_text(json.dumps({"auto": {"planned_updates": 90}}))
+    assert small_data.made_and_planned(tmp_path) == {"updates": 100, "planned_updates": 90}
+    assert small_data.made_and_planned(tmp_path / "none") == {}

@@ -1,9 +1,12 @@
 """`aiayn train auto`: prints its choice and why, trains it, leaves it in the model folder as an
 ordinary config that resumes; bad input is one line, exit 2, no traceback."""
 
+import json
+
 import pytest
 import yaml
 
+from aiayn.training.auto_recipe import RULE
 from tests.builders import digit_pairs, run, write_pairs
 
 QUICK = ["train.max_steps=12", "train.threads=1", "train.progress=false",
@@ -31,6 +34,11 @@ def test_train_auto_chooses_trains_writes_its_config_and_resumes(corpus, tmp_pat
     assert written["model"]["d_model"] == 128 and written["data"]["vocab_size"] == 1000
     assert written["data"]["corpus_dir"] == str(corpus.resolve())
     assert written["train"]["max_steps"] == 12 and written["train"]["max_minutes"] == 2
+    # the speeds it planned with were measured here, and are kept with the rule's version
+    assert "measured here" in why[3] and "speed measured in" in why[3]
+    auto = json.loads((out / "config.json").read_text(encoding="utf-8"))["auto"]
+    assert auto["rule"] == RULE and auto["planned_updates"] > 0
+    assert auto["updates_per_s"] and all(v > 0 for v in auto["updates_per_s"].values())
     # the written config is an ordinary one: it resumes the run (train.* may change) ...
     code, text, err = run(capsys, "train", out / "auto.yaml", "--resume", "train.max_steps=18")
     assert code == 0, err

@@ -5,7 +5,14 @@ import pytest
 
 from aiayn.errors import UserError
 from aiayn.tasks.seq2seq import experiment
-from aiayn.training.auto_recipe import SHAPES, Budget, CorpusFacts, facts_of, plan
+from aiayn.training.auto_recipe import (
+    SHAPES,
+    Budget,
+    CorpusFacts,
+    facts_of,
+    plan,
+    updates_per_second,
+)
 
 ORDER = [s[0] for s in SHAPES]
 PAIRS = [1_000, 3_000, 5_000, 10_000, 20_000, 40_000, 80_000, 160_000, 500_000, 2_000_000]
@@ -99,3 +106,33 @@ def test_refusals_are_one_line_with_the_figures(pairs, minutes, words):
     with pytest.raises(UserError) as e:
         plan(facts(pairs), Budget(minutes))
     assert "\n" not in str(e.value) and all(w in str(e.value) for w in words)
+
+
+def test_a_measured_speed_is_what_the_plan_counts_updates_with():
+    """plan(..., speed): the updates the budget buys come from the speed given (SpeedProbe's
+    measurement in `aiayn train auto`), not the FLOP model; a faster machine never gets a smaller
+    model, and more updates of one model never less dropout."""
+    calls = []
+
+    def speed(factor):
+        def measured(shape, vocab, tokens):
+            calls.append(shape)
+            return factor * updates_per_second(shape, vocab, tokens, Budget(60))
+        return measured
+
+    slow, fast = plan(facts(20_000), Budget(60), speed(1.0)), plan(facts(20_000), Budget(60),
+                                                                     speed(2.0))
+    estimated = plan(facts(20_000), Budget(60))  # the FLOP model's speed: the same choice
+    assert {**vars(slow), "reasons": None} == {**vars(estimated), "reasons": None}
+    assert "measured here" in slow.reasons[3] and "estimated" in estimated.reasons[3]
+    assert ORDER.index(fast.shape) >= ORDER.index(slow.shape)
+    if fast.shape == slow.shape:
+        assert fast.planned_updates == pytest.approx(2 * slow.planned_updates, rel=0.01)
+        assert fast.model["dropout"] >= slow.model["dropout"]
+    assert calls  # asked for
+    calls.clear()
+    with pytest.raises(UserError):  # refused before anything is measured
+        plan(facts(300), Budget(60), speed(1.0))
+    with pytest.raises(UserError):
+        plan(facts(20_000), Budget(0), speed(1.0))
+    assert calls == []

@@ -34,12 +34,13 @@ def train_auto(args: argparse.Namespace, overrides: list[str]) -> int:
     from aiayn.cli.common import report_training
     from aiayn.config.experiment import apply_overrides
     from aiayn.tasks.seq2seq import experiment, train
+    from aiayn.training.auto_recipe import RULE
 
     if args.minutes is None:
         raise UserError("`aiayn train auto` needs --minutes M: the training budget it plans for")
     source = _source(args, overrides)
     facts = _facts(source)
-    recipe = _plan(facts, args.minutes, overrides)
+    recipe, speeds = _plan(facts, args.minutes, overrides)
     out = str(args.out or DEFAULT_OUT)
     raw = recipe.config(out)
     raw["data"] = {**source, **raw["data"]}
@@ -48,7 +49,9 @@ def train_auto(args: argparse.Namespace, overrides: list[str]) -> int:
         print(f"auto: {line}")
     sys.stdout.flush()
     exp = experiment(raw)
-    meta = {"auto": {"facts": asdict(facts), "minutes": args.minutes, "why": recipe.reasons}}
+    meta = {"auto": {"rule": RULE, "facts": asdict(facts), "minutes": args.minutes,
+                     "why": recipe.reasons, "planned_updates": recipe.planned_updates,
+                     "updates_per_s": speeds}}
     try:
         result = train(exp, resume=args.resume, say=lambda m: print(m, file=sys.stderr),
                        meta=meta)
@@ -109,18 +112,29 @@ def _languages(data) -> tuple[str, str]:
 
 def _plan(facts, minutes: float, overrides: list[str]):
     """The recipe for the budget: --minutes on the device and threads the run will use
-    (train.device, train.threads overrides; else this machine's)."""
+    (train.device, train.threads overrides; else this machine's), at the speeds measured there;
+    and those speeds ({"SHAPE VOCAB TOKENS": updates/s}, for config.json)."""
     import torch
 
     from aiayn.config.experiment import apply_overrides
+    from aiayn.config.train import TrainConfig
     from aiayn.devices import resolve_device
-    from aiayn.training.auto_recipe import Budget, plan
+    from aiayn.training.auto_recipe import PIECES_PER_WORD, Budget, plan
+    from aiayn.training.speed_probe import SpeedProbe
 
     train = apply_overrides({}, [o for o in overrides if o.startswith("train.")],
                             "train auto").get("train", {})
     device = resolve_device(str(train.get("device", "auto")))
     threads = int(train.get("threads") or torch.get_num_threads())
-    return plan(facts, Budget(minutes, "cuda" if device.startswith("cuda") else "cpu", threads))
+    budget = Budget(minutes, "cuda" if device.startswith("cuda") else "cpu", threads)
+    # measured when first asked for: a corpus too small or a bad --minutes is refused before
+    probe = SpeedProbe((facts.src_mean * PIECES_PER_WORD, facts.tgt_mean * PIECES_PER_WORD),
+                       TrainConfig(threads=threads, precision=str(train.get("precision", "auto"))),
+                       device)
+    recipe = plan(facts, budget, probe)
+    recipe.reasons[3] += f" (speed measured in {probe.seconds:.0f} s: {len(probe.measured)} " \
+                         "model(s), a few updates each)"
+    return recipe, {" ".join(map(str, k)): round(v, 3) for k, v in probe.measured.items()}
 
 
 def _write_config(folder: Path, raw: dict[str, Any], reasons: list[str]) -> None:

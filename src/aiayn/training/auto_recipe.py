@@ -25,20 +25,27 @@ lesson), not the corpus size alone; the model's size is capped by what the budge
 (a smaller model trained for more updates can beat a bigger one), which the papers, trained to
 convergence, did not face; no layer dropout or word dropout (aiayn has neither).
 
-Fitted: the thresholds come from the evidence above and from our measured speeds (THROUGHPUT);
-benchmarks/small_data.py measures them on 5k / 20k / 40k-pair corpora (choices read on dev
-splits only; the test splits are scored once, at the end).
+Fitted: the thresholds come from the evidence above; benchmarks/small_data.py measures them on
+5k / 20k / 40k-pair corpora (choices read on dev splits only; the test splits are scored once,
+at the end). The updates a budget buys are measured on the machine by `aiayn train auto`
+(training/speed_probe.py, passed in as `speed`); the FLOP model below (updates_per_second) is
+the estimate used without a measurement.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from aiayn.errors import UserError
 
 # -- the rule's data ----------------------------------------------------------------------------
+
+# The rule's version: raised whenever a table below changes (benchmarks/small_data.py runs auto
+# again where a result was made with another); recorded in config.json (auto.rule).
+RULE = 2
 
 # Model shapes, smallest first: (name, d_model, n_heads, d_ff, n_layers per stack).
 SHAPES = (
@@ -69,17 +76,26 @@ DROPOUT_AT_2_EPOCHS, DROPOUT_PER_DOUBLING, DROPOUT_MAX = 0.1, 0.05, 0.3
 INNER_DROPOUT, INNER_FROM = 0.1, 0.2
 LABEL_SMOOTHING = 0.1  # §5.4; Table 3's (D) rows: 0 or 0.2 change < 0.5 BLEU
 LR_AT_256 = 1e-3  # gettext-small's peak; x sqrt(256 / d_model) for other widths (§5.3's d^-0.5)
-WARMUP_FRACTION, WARMUP_RANGE = 0.125, (100, 4000)  # gettext-small: 400 of ~3k updates
+# Warmup: 7% of the expected updates (100-4,000): gettext-small's 400 were 6.4% of the 6,253
+# updates it made in an hour on 20k pairs, auto's 600 7% of 8,291 (RESULTS.md, "Small corpora at
+# equal time"); the paper's 4,000 of 100,000 were 4% (§5.3). (Rule 1 took 1/8 of an estimate
+# that was half the updates made: the same ~600 there.)
+WARMUP_FRACTION, WARMUP_RANGE = 0.07, (100, 4000)
 KEEP_LAST_N = 5  # §6.1: the last 5 checkpoints, averaged with `aiayn average`
 CHECKPOINTS = 10  # saves in the planned run: the last 5 span its second half
-# Throughput (see updates_per_second): effective FLOP/s per CPU thread, fit to gettext-small's
-# measured 0.92 updates/s of 4k tokens on 2 threads (RESULTS.md, vs_fairseq.py, AMD EPYC fp32);
-# a GPU's for small models (latency-bound); seconds of every update beyond its FLOPs.
+# Throughput estimate (updates_per_second; `aiayn train auto` measures instead): effective
+# FLOP/s per CPU thread, fit to gettext-small's measured 0.92 updates/s of 4k tokens on 2 threads
+# (RESULTS.md, vs_fairseq.py, AMD EPYC fp32; in bf16 on AVX512-BF16 it made 1.74/s); a GPU's for
+# small models (latency-bound); seconds of every update beyond its FLOPs.
 CPU_FLOPS_PER_THREAD, GPU_FLOPS = 33e9, 30e12
 UPDATE_OVERHEAD_S = {"cpu": 0.03, "cuda": 0.02}
 FILL = 0.8  # real tokens / max_tokens in a length-sorted batch
 PIECES_PER_WORD = 1.4  # BPE pieces per whitespace word at these vocabulary sizes
 MIN_PAIRS = 1000  # fewer: too few to hold out a validation split and still train
+
+# updates/s of (shape, vocabulary, tokens per update): the FLOP model (estimate) or, from `aiayn
+# train auto`, measured on the machine (training/speed_probe.py)
+Speed = Callable[[str, int, int], float]
 
 
 @dataclass(frozen=True)
@@ -182,11 +198,16 @@ def updates_per_second(shape: str, vocab: int, tokens: int, budget: Budget) -> f
     return 1 / (update_flops(shape, vocab, tokens) / flops + UPDATE_OVERHEAD_S[budget.device])
 
 
-def epoch_minutes(facts: CorpusFacts, budget: Budget) -> float:
+def estimate(budget: Budget) -> Speed:
+    """The FLOP model's updates/s on `budget`'s device (the default `speed` of plan)."""
+    return lambda shape, vocab, tokens: updates_per_second(shape, vocab, tokens, budget)
+
+
+def epoch_minutes(facts: CorpusFacts, budget: Budget, speed: Speed | None = None) -> float:
     """Minutes of one pass over the corpus with the smallest shape: the shortest useful budget."""
     tokens, vocab = max_tokens(facts), vocab_size(facts)
     updates = facts.pieces / (FILL * tokens)
-    return updates / updates_per_second(SHAPES[0][0], vocab, tokens, budget) / 60
+    return updates / (speed or estimate(budget))(SHAPES[0][0], vocab, tokens) / 60
 
 
 def dropout_for(epochs: float) -> float:
@@ -196,21 +217,23 @@ def dropout_for(epochs: float) -> float:
     return round(min(max(_round(rate, 0.05), 0.0), DROPOUT_MAX), 2)
 
 
-def plan(facts: CorpusFacts, budget: Budget) -> Recipe:
-    """The recipe for `facts` and `budget` (deterministic; monotone: more pairs never give a
-    smaller model or vocabulary, more minutes never a smaller model)."""
-    check(facts, budget)
+def plan(facts: CorpusFacts, budget: Budget, speed: Speed | None = None) -> Recipe:
+    """The recipe for `facts` and `budget` (deterministic for one `speed`; monotone: more pairs
+    never give a smaller model or vocabulary, more minutes never a smaller model). `speed`:
+    updates/s of a shape, measured (SpeedProbe) or, by default, the FLOP model's estimate."""
+    measured = speed is not None
+    speed = speed or estimate(budget)
+    check(facts, budget, speed)
     vocab, tokens = vocab_size(facts), max_tokens(facts)
     cap = next(name for limit, name in SHAPE_BY_PAIRS if facts.pairs <= limit)
     names = [s[0] for s in SHAPES]
     seconds = budget.minutes * 60
 
     def trainable(name: str) -> bool:
-        ups = updates_per_second(name, REFERENCE_VOCAB, REFERENCE_TOKENS, budget)
-        return seconds * ups >= MIN_UPDATES
+        return seconds * speed(name, REFERENCE_VOCAB, REFERENCE_TOKENS) >= MIN_UPDATES
 
     shape = next((n for n in reversed(names[:names.index(cap) + 1]) if trainable(n)), names[0])
-    planned = int(seconds * updates_per_second(shape, vocab, tokens, budget))
+    planned = int(seconds * speed(shape, vocab, tokens))
     epochs = planned * FILL * tokens / facts.pieces
     dropout = dropout_for(epochs)
     inner = INNER_DROPOUT if dropout >= INNER_FROM else 0.0
@@ -237,7 +260,8 @@ def plan(facts: CorpusFacts, budget: Budget) -> Recipe:
         f"{REFERENCE_TOKENS:,} tokens in the budget (Araabi & Monz: smaller for less data)",
         f"{tokens:,} tokens per update: smaller batches for less data (Sennrich & Zhang 2019); "
         f"~{planned:,} updates expected "
-        f"(~{planned / seconds:.2f}/s), ~{epochs:.1f} passes over the data",
+        f"(~{planned / seconds:.2f}/s, {'measured here' if measured else 'estimated'}), "
+        f"~{epochs:.1f} passes over the data",
         f"dropout {dropout} (attention and FFN {inner}): follows the passes the budget allows "
         "(Table 3: under one pass dropout only slows learning; 0.3 for many, as fairseq's IWSLT)",
         f"peak lr {lr:g} after {warmup} warmup updates (§5.3's d_model^-0.5, 1e-3 at 256), label "
@@ -247,14 +271,14 @@ def plan(facts: CorpusFacts, budget: Budget) -> Recipe:
     return Recipe(shape, model, data, train, planned, round(epochs, 2), why)
 
 
-def check(facts: CorpusFacts, budget: Budget) -> None:
+def check(facts: CorpusFacts, budget: Budget, speed: Speed | None = None) -> None:
     """One-line errors for a corpus too small to split and a budget under one epoch."""
     if facts.pairs < MIN_PAIRS:
         raise UserError(f"the corpus has {facts.pairs:,} training pairs: too few for `aiayn train "
                         f"auto` to hold out validation pairs and train (it needs {MIN_PAIRS:,})")
     if budget.minutes <= 0 or not math.isfinite(budget.minutes):
         raise UserError(f"--minutes {budget.minutes:g}: must be a positive number")
-    need = epoch_minutes(facts, budget)
+    need = epoch_minutes(facts, budget, speed)
     if budget.minutes < need:
         raise UserError(f"--minutes {budget.minutes:g} is too short: one pass over the "
                         f"{facts.pairs:,} pairs takes about {need:.{1 if need < 10 else 0}f} minutes with the smallest "
@@ -262,5 +286,5 @@ def check(facts: CorpusFacts, budget: Budget) -> None:
                         f"{math.ceil(need * 10) / 10:g} or more")
 
 
-__all__ = ["Budget", "CorpusFacts", "Recipe", "SHAPES", "check", "epoch_minutes", "facts_of",
-           "max_tokens", "plan", "updates_per_second", "vocab_size"]
+__all__ = ["RULE", "Budget", "CorpusFacts", "Recipe", "SHAPES", "Speed", "check", "epoch_minutes",
+           "estimate", "facts_of", "max_tokens", "plan", "updates_per_second", "vocab_size"]
