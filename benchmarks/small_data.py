@@ -147,7 +147,7 @@ def train_aiayn(system: str, corpus: Path, out: Path, seed: int, args) -> str:
                f"train.max_minutes={args.minutes}", *extra, *common]
     shutil.rmtree(out, ignore_errors=True)
     peer.run([sys.executable, "-m", "aiayn", *cmd], env=peer.thread_env(args.threads),
-             log=out.with_suffix(".log"))
+             log=out.with_name(out.name + ".log"))
     if system.startswith("auto"):  # the choice, as written in the model folder
         import yaml
         c = yaml.safe_load((out / "auto.yaml").read_text(encoding="utf-8"))
@@ -187,7 +187,7 @@ def train_fairseq(corpus: Path, out: Path, seed: int, args) -> dict:
               "--seed", seed, "--cpu", "--num-workers", 0, "--stop-time-hours", args.minutes / 60,
               "--disable-validation", "--save-dir", out, "--no-epoch-checkpoints",
               "--log-format", "json", "--log-interval", 50],
-             env=peer.thread_env(args.threads), log=out.with_suffix(".log"))
+             env=peer.thread_env(args.threads), log=out.with_name(out.name + ".log"))
     return {"bin": data_bin, "spm": pieces / "spm.model", "vocab": vocab}
 
 
@@ -286,10 +286,12 @@ def ablation_table(results: list[dict]) -> str:
         for knob in knobs:
             swapped = [r["dev_bleu"] for r in mine if r["system"] == f"auto-swap-{knob}"]
             cells.append(f"{statistics.mean(swapped) - statistics.mean(base):+.1f}" if swapped
-                         else "(auto's too)")
+                         else "·")
         rows.append(f"| en-{lang} {size:,} | {statistics.mean(base):.1f} "
                     f"({', '.join(f'{b:.1f}' for b in base)}) | " + " | ".join(cells) + " |")
-    return "\n".join(rows)
+    return "\n".join(rows) + NOT_RUN
+
+NOT_RUN = "\n\n·: not run (auto chose that value itself, or --knobs left it out)"
 
 
 def table(results: list[dict]) -> str:

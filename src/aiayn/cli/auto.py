@@ -40,23 +40,30 @@ def train_auto(args: argparse.Namespace, overrides: list[str]) -> int:
         raise UserError("`aiayn train auto` needs --minutes M: the training budget it plans for")
     source = _source(args, overrides)
     facts = _facts(source)
-    recipe, speeds = _plan(facts, args.minutes, overrides)
     out = str(args.out or DEFAULT_OUT)
-    raw = recipe.config(out)
-    raw["data"] = {**source, **raw["data"]}
+    earlier = _earlier_choice(Path(out)) if args.resume else None
+    if earlier is not None:  # the run continues with the choice it started with (measured
+        raw, meta = earlier  # speeds vary a little between two probes: not chosen again)
+        raw["train"] = {**raw.get("train", {}), "max_minutes": args.minutes}  # the budget given
+        reasons = [f"resuming the choice in {Path(out) / CONFIG_NAME}", *meta["auto"]["why"]]
+    else:
+        recipe, speeds = _plan(facts, args.minutes, overrides)
+        raw = recipe.config(out)
+        raw["data"] = {**source, **raw["data"]}
+        reasons = recipe.reasons
+        meta = {"auto": {"rule": RULE, "facts": asdict(facts), "minutes": args.minutes,
+                         "why": recipe.reasons, "planned_updates": recipe.planned_updates,
+                         "updates_per_s": speeds}}
     raw = apply_overrides(raw, overrides, "train auto")
-    for line in recipe.reasons:
+    for line in reasons:
         print(f"auto: {line}")
     sys.stdout.flush()
     exp = experiment(raw)
-    meta = {"auto": {"rule": RULE, "facts": asdict(facts), "minutes": args.minutes,
-                     "why": recipe.reasons, "planned_updates": recipe.planned_updates,
-                     "updates_per_s": speeds}}
     try:
         result = train(exp, resume=args.resume, say=lambda m: print(m, file=sys.stderr),
                        meta=meta)
     finally:
-        _write_config(Path(out), raw, recipe.reasons)
+        _write_config(Path(out), raw, meta["auto"]["why"])
     scores = {k: v for k, v in result.metrics.items() if k.startswith("valid_")}
     return report_training(result, "".join(f", {k} {v:.4g}" for k, v in scores.items()))
 
@@ -135,6 +142,19 @@ def _plan(facts, minutes: float, overrides: list[str]):
     recipe.reasons[3] += f" (speed measured in {probe.seconds:.0f} s: {len(probe.measured)} " \
                          "model(s), a few updates each)"
     return recipe, {" ".join(map(str, k)): round(v, 3) for k, v in probe.measured.items()}
+
+
+def _earlier_choice(folder: Path) -> tuple[dict[str, Any], dict[str, Any]] | None:
+    """(config, meta) of the choice a run in `folder` started with (its auto.yaml and the
+    "auto" record of its config.json), or None where there is none to resume."""
+    try:
+        meta = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+        raw = yaml.safe_load((folder / CONFIG_NAME).read_text(encoding="utf-8"))
+    except (OSError, ValueError, yaml.YAMLError):
+        return None
+    if not isinstance(raw, dict) or not isinstance(meta, dict) or "why" not in meta.get("auto", {}):
+        return None
+    return raw, {"auto": meta["auto"]}
 
 
 def _write_config(folder: Path, raw: dict[str, Any], reasons: list[str]) -> None:
