@@ -71,6 +71,7 @@ def test_every_module_imports_on_its_own(name):
 TASK_PARTS = {"aiayn.tasks.translator": "aiayn.tasks.seq2seq",  # its user-facing object
               "aiayn.tasks.seq2seq_loss": "aiayn.tasks.seq2seq",  # its loss
               "aiayn.tasks.evaluation": "aiayn.tasks.seq2seq",  # a test set scored
+              "aiayn.tasks.speed_probe": "aiayn.tasks.seq2seq",  # its updates/s, for train auto
               "aiayn.tasks.translation": "aiayn.tasks.seq2seq",  # its old name, an alias
               "aiayn.tasks.language_model_loss": "aiayn.tasks.language_model",  # loss, scores
               "aiayn.tasks.text_encoder": "aiayn.tasks.text_classification"}  # its object

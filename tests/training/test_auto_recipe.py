@@ -73,9 +73,10 @@ def test_more_minutes_never_give_a_smaller_model_nor_fewer_updates_of_one_model(
 
 def test_small_corpora_get_the_low_resource_settings_and_large_ones_the_papers_direction():
     small, large = plan(facts(5_000), Budget(60)), plan(facts(2_000_000), Budget(10_000))
-    # hundreds of passes over 5k pairs in an hour: more dropout than 20k pairs' 0.1 (rule 2)
-    assert small.data["vocab_size"] == 2000 and small.model["dropout"] > 0.1
-    assert plan(facts(20_000), Budget(60)).model["dropout"] == 0.1
+    # more passes, more dropout: hundreds over 5k pairs in an hour, tens over 20k (rule 2)
+    middle = plan(facts(20_000), Budget(60))
+    assert small.data["vocab_size"] == 2000 and small.model["dropout"] > middle.model["dropout"]
+    assert 0.1 <= middle.model["dropout"] <= 0.2
     assert small.model["d_model"] <= 256 and small.train["max_tokens"] <= 2000
     assert large.shape == "base" and large.data["vocab_size"] > 8000
     # under one pass over the data, dropout only slows learning (Table 3 at the CPU scale)

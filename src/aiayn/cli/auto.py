@@ -23,6 +23,7 @@ import yaml
 from aiayn.errors import UserError
 
 CONFIG_NAME = "auto.yaml"  # the chosen config, in the model folder
+HEADER_LINES = 2  # auto.yaml's comment lines before the reasons (_write_config)
 DEFAULT_OUT = "runs/auto"
 # data.* keys that say where the corpus is: read before the choice
 SOURCE_KEYS = ("corpus", "corpus_dir", "train_src", "train_tgt", "valid_src", "valid_tgt",
@@ -126,8 +127,8 @@ def _plan(facts, minutes: float, overrides: list[str]):
     from aiayn.config.experiment import apply_overrides
     from aiayn.config.train import TrainConfig
     from aiayn.devices import resolve_device
+    from aiayn.tasks.speed_probe import SpeedProbe
     from aiayn.training.auto_recipe import PIECES_PER_WORD, Budget, plan
-    from aiayn.training.speed_probe import SpeedProbe
 
     train = apply_overrides({}, [o for o in overrides if o.startswith("train.")],
                             "train auto").get("train", {})
@@ -145,16 +146,24 @@ def _plan(facts, minutes: float, overrides: list[str]):
 
 
 def _earlier_choice(folder: Path) -> tuple[dict[str, Any], dict[str, Any]] | None:
-    """(config, meta) of the choice a run in `folder` started with (its auto.yaml and the
-    "auto" record of its config.json), or None where there is none to resume."""
+    """(config, meta) of the choice a run in `folder` started with: its auto.yaml, and the
+    "auto" record of its config.json (where a plain `aiayn train auto.yaml --resume` since has
+    left none: the reasons in auto.yaml's header); None where there is no auto.yaml."""
     try:
-        meta = json.loads((folder / "config.json").read_text(encoding="utf-8"))
-        raw = yaml.safe_load((folder / CONFIG_NAME).read_text(encoding="utf-8"))
+        text = (folder / CONFIG_NAME).read_text(encoding="utf-8")
+        raw = yaml.safe_load(text)
     except (OSError, ValueError, yaml.YAMLError):
         return None
-    if not isinstance(raw, dict) or not isinstance(meta, dict) or "why" not in meta.get("auto", {}):
+    if not isinstance(raw, dict):
         return None
-    return raw, {"auto": meta["auto"]}
+    try:
+        auto = json.loads((folder / "config.json").read_text(encoding="utf-8")).get("auto")
+    except (OSError, ValueError, AttributeError):
+        auto = None
+    if not isinstance(auto, dict) or "why" not in auto:
+        header = [line for line in text.splitlines()[:HEADER_LINES + 10] if line.startswith("# ")]
+        auto = {"why": [line[2:] for line in header[HEADER_LINES:]]}
+    return raw, {"auto": auto}
 
 
 def _write_config(folder: Path, raw: dict[str, Any], reasons: list[str]) -> None:
@@ -165,6 +174,6 @@ def _write_config(folder: Path, raw: dict[str, Any], reasons: list[str]) -> None
 
     head = ["# Chosen by `aiayn train auto` (aiayn/training/auto_recipe.py); an ordinary config:",
             f"#   aiayn train {folder / CONFIG_NAME} --resume      continue this run",
-            *(f"# {line}" for line in reasons)]
+            *(f"# {line}" for line in reasons)]  # HEADER_LINES, then the reasons
     body = yaml.safe_dump(raw, sort_keys=False, allow_unicode=True)
     atomic_write_text(folder / CONFIG_NAME, "\n".join(head) + "\n" + body)

@@ -1,4 +1,4 @@
-"""SpeedProbe (training/speed_probe.py): `aiayn train auto`'s updates/s, measured with a few real
+"""SpeedProbe (tasks/speed_probe.py): `aiayn train auto`'s updates/s, measured with a few real
 updates of the model, loss, optimizer and precision the run will use."""
 
 import math
@@ -6,8 +6,8 @@ import math
 import torch
 
 from aiayn.config.train import TrainConfig
+from aiayn.tasks.speed_probe import SpeedProbe
 from aiayn.training.auto_recipe import update_flops
-from aiayn.training.speed_probe import SpeedProbe
 
 
 def test_the_probe_measures_each_shape_once_and_leaves_the_threads_as_they_were():
