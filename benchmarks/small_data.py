@@ -81,25 +81,25 @@ SETTINGS = {
 # One knob of auto's choice set back to gettext-small's value (configs/gettext-small.yaml):
 # knob -> (overrides, "auto already chose it" given auto's Recipe).
 GETTEXT_SMALL_SHAPE = {"d_model": 256, "n_heads": 4, "d_ff": 1024, "n_layers": 3}
+
+
+def plain_dropout(p: float):
+    """Dropout p, none in attention or FFN: the overrides, and "auto chose it" of a Recipe."""
+    return ([f"model.dropout={p}", "model.attn_dropout=0.0", "model.activation_dropout=0.0"],
+            lambda r: (r.model["dropout"], r.model["attn_dropout"]) == (p, 0.0))
+
+
 SWAPS = {
     "vocab": (["data.vocab_size=8000"], lambda r: r.data["vocab_size"] == 8000),
     "shape": ([f"model.{k}={v}" for k, v in GETTEXT_SMALL_SHAPE.items()],
               lambda r: all(r.model[k] == v for k, v in GETTEXT_SMALL_SHAPE.items())),
-    "dropout": (["model.dropout=0.1", "model.attn_dropout=0.0", "model.activation_dropout=0.0"],
-                lambda r: (r.model["dropout"], r.model["attn_dropout"]) == (0.1, 0.0)),
+    "dropout": plain_dropout(0.1),
     "batch": (["train.max_tokens=4000"], lambda r: r.train["max_tokens"] == 4000),
     "schedule": (["train.lr=0.001", "train.warmup_steps=400"],
                  lambda r: (r.train["lr"], r.train["warmup_steps"]) == (0.001, 400)),
 }
 # Other values of a knob, run only when --knobs names them: a knob's curve, not only two points.
-VARIANTS = {
-    "dropout-0.2": (["model.dropout=0.2", "model.attn_dropout=0.0",
-                     "model.activation_dropout=0.0"],
-                    lambda r: (r.model["dropout"], r.model["attn_dropout"]) == (0.2, 0.0)),
-    "dropout-0.3": (["model.dropout=0.3", "model.attn_dropout=0.0",
-                     "model.activation_dropout=0.0"],
-                    lambda r: (r.model["dropout"], r.model["attn_dropout"]) == (0.3, 0.0)),
-}
+VARIANTS = {f"dropout-{p}": plain_dropout(p) for p in (0.2, 0.3)}
 KNOBS = {**SWAPS, **VARIANTS}
 
 
