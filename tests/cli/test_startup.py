@@ -28,3 +28,28 @@ def test_the_parser_and_every_help_load_no_torch_or_matplotlib():
                          capture_output=True, text=True, check=True).stdout.split(maxsplit=1)
     assert int(out[0]) > 15, out  # the root and every command
     assert out[1].strip() == "[]", f"imported to print help: {out[1]}"
+
+
+HELP_AFTER_CONFIG = """
+import contextlib, io, sys
+from aiayn.cli import main
+for command, argv in (("train", ["train", "auto", "--help"]),
+                      ("train", ["train", "demo", "train.max_steps=3", "-h"]),
+                      ("lm train", ["lm", "train", "lm-char", "--help"]),
+                      ("vit train", ["vit", "train", "vit-digits", "-h"])):
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        code = main(argv)
+    assert code == 0, (argv, code)
+    assert out.getvalue().startswith(f"usage: aiayn {command} ["), (argv, out.getvalue())
+    assert "--out" in out.getvalue(), argv
+print(sorted(m for m in {HEAVY} if m in sys.modules))
+"""
+
+
+def test_help_after_a_config_or_overrides_prints_the_commands_help():
+    # `aiayn train auto --help`: argparse hands everything after CONFIG to the overrides
+    out = subprocess.run([sys.executable, "-c", HELP_AFTER_CONFIG.replace("{HEAVY}", repr(HEAVY))],
+                         capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]", f"imported to print help: {out.stdout}"

@@ -252,7 +252,7 @@ def training_command(p: argparse.ArgumentParser, func: Callable[[argparse.Namesp
     _run_options(p, options)
     # source: the config as read by config_task_of, read once (config_of)
     p.set_defaults(run_options=options, func=func, distributed=True,  # torchrun: data-parallel
-                   source=None)
+                   source=None, command_parser=p)
     if task is not None:
         TRAIN_COMMANDS[task] = p
 
