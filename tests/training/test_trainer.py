@@ -137,6 +137,21 @@ def test_resume_continues_bitwise_exactly(tmp_path):
                                                            if r["step"] == 5 and "loss" not in r]
 
 
+def test_resume_keeps_the_notes_other_commands_left_in_config_json(tmp_path):
+    # `aiayn train auto` records its choice ("auto") in config.json; a plain resume of the
+    # folder (`aiayn train FOLDER/auto.yaml --resume`) gives the trainer no such note
+    cfg = quiet(max_steps=2, save_every=1)
+    Trainer(tiny_model(), cfg, copy_stream(random_sequences(16, seed=3), 8), loss_fn,
+            tmp_path, family="transformer", meta={"auto": {"rule": 2}, "note": "old"}).fit()
+    Trainer(tiny_model(), quiet(max_steps=4, save_every=1),
+            copy_stream(random_sequences(16, seed=3), 8), loss_fn, tmp_path,
+            family="transformer", meta={"note": "new"}).fit(resume=True)
+    meta = json.loads((tmp_path / "config.json").read_text())
+    assert meta["auto"] == {"rule": 2}  # kept
+    assert meta["note"] == "new"  # what the resumed run says wins
+    assert load_train_state(tmp_path)["step"] == 4
+
+
 def test_ctrl_c_saves_the_last_completed_update_and_resumes_exactly(tmp_path):
     full, _ = _run(tmp_path / "full", 8)
     # accum_steps=2: call 12 is the 2nd batch of update 6, so updates 1-5 are complete.

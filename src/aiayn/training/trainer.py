@@ -52,7 +52,7 @@ from tqdm.auto import tqdm
 from aiayn.config.train import TrainConfig
 from aiayn.devices import resolve_precision
 from aiayn.errors import UserError
-from aiayn.folder import load_weights
+from aiayn.folder import load_weights, read_meta
 from aiayn.folder.checkpoint import rng_state, set_rng_state
 from aiayn.training import distributed
 from aiayn.training.averaging import WeightAverage
@@ -115,6 +115,14 @@ class Trainer(TrainerState, Progress):
             raise UserError(f"train.cuda_graphs=true: CUDA graphs need a CUDA device; this run "
                             f"trains on {self.device} (train.device={config.device})")
 
+    def _earlier_notes(self) -> dict[str, Any]:
+        """config.json's keys other than the model's, as the run being resumed left them."""
+        try:
+            earlier = read_meta(self.out)
+        except UserError:  # a folder from before config.json held notes: none to keep
+            return {}
+        return {k: v for k, v in earlier.items() if k not in ("family", "model")}
+
     def fit(self, resume: bool | None = None) -> TrainResult:
         """Train (resume: continue the run in the folder; None: as the Run says) to the end of
         the budget, or until validation is saturated or a signal stops it."""
@@ -127,7 +135,9 @@ class Trainer(TrainerState, Progress):
         self.model.to(self.device)
         seed_everything(cfg.seed + self.world.rank)  # each process its own dropout masks
         state = self._restore() if resume else None
-        if not resume:
+        if resume:  # notes other commands left in config.json (`train auto`'s "auto") stay
+            self.meta = {**self._earlier_notes(), **self.meta}
+        else:
             self.run.begin_folder()
         if cfg.average_width:
             self.average = WeightAverage(self.model, cfg.average_width)
