@@ -35,7 +35,8 @@ comes from, read where the rule may be refitted (the test split stays for the fi
 
 Resumable: each run's result is runs/small-data/results/LANG-SIZE-SYSTEM-sSEED-MINUTESmin.json; a
 rerun skips the finished ones (a run cut midway starts again); runs of another --minutes are
-kept apart (models/ holds the latest run of a name). auto's results record the version of its
+kept apart, models too (models/LANG-SIZE-SYSTEM-sSEED-MINUTESmin: a 5-minute look never
+deletes an hour's model). auto's results record the version of its
 rule (auto_recipe.RULE): one of an older rule is moved to results/superseded/ and run again.
 """
 
@@ -206,18 +207,21 @@ def score_split(system: str, model: Path, data: dict, corpus: Path, split: str,
 def run_one(lang: str, size: int, system: str, seed: int, corpus: Path, args) -> dict:
     """Train one system on one corpus, then score it on the dev split and (except the
     ablations, which are for choices) on the test split; the result is saved and reused."""
-    name = f"{lang}-{size}-{system}-s{seed}"
-    done = Path(args.work) / "results" / f"{name}-{args.minutes:g}min.json"
+    name = f"{lang}-{size}-{system}-s{seed}-{args.minutes:g}min"
+    done = Path(args.work) / "results" / f"{name}.json"
     out = Path(args.work) / "models" / name
     supersede(done, system)
     if done.is_file():
         result = json.loads(done.read_text(encoding="utf-8"))
-        kept = out / "config.json"
-        # a result from before dev scores were kept, its aiayn model still there (models/ holds
-        # the latest run of a name: its minutes must match): score the dev split alone
-        if "dev_bleu" not in result and kept.is_file() and json.loads(kept.read_text(
-                encoding="utf-8"))["experiment"]["train"].get("max_minutes") == args.minutes:
-            result.update(score_split(system, out, {}, corpus, "valid", out, args.threads))
+        # a result from before dev scores were kept, its aiayn model still there (before models
+        # were named by their minutes, models/LANG-SIZE-SYSTEM-sSEED held the latest run of a
+        # name: its minutes must match): score the dev split alone
+        old = out.with_name(name.removesuffix(f"-{args.minutes:g}min"))
+        kept = next((m for m in (out, old) if (m / "config.json").is_file()), None)
+        if "dev_bleu" not in result and kept is not None and json.loads((kept / "config.json")
+                .read_text(encoding="utf-8"))["experiment"]["train"].get("max_minutes") == \
+                args.minutes:
+            result.update(score_split(system, kept, {}, corpus, "valid", kept, args.threads))
             done.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
         return result
     out.parent.mkdir(parents=True, exist_ok=True)
