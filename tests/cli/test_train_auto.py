@@ -52,6 +52,18 @@ def test_train_auto_chooses_trains_writes_its_config_and_resumes(corpus, tmp_pat
     assert "trained 20 steps" in text
     again = yaml.safe_load((out / "auto.yaml").read_text(encoding="utf-8"))
     assert again["model"] == written["model"] and again["train"]["max_steps"] == 20
+    # a run killed before its end never wrote auto.yaml: the choice is read back from the
+    # experiment config.json recorded at the first save (not measured and chosen again)
+    (out / "auto.yaml").unlink()
+    code, text, err = run(capsys, "train", "auto", "--corpus", corpus, "--minutes", 2,
+                          "--out", out, "--resume", *QUICK[1:], "train.max_steps=22")
+    assert code == 0, err
+    assert "auto: resuming the choice" in text and "trained 22 steps" in text
+    assert [line for line in text.splitlines() if line.startswith("auto: ")][1:] == why  # kept
+    third = yaml.safe_load((out / "auto.yaml").read_text(encoding="utf-8"))
+    assert third["model"] == written["model"]
+    assert all(third["data"][k] == v for k, v in written["data"].items())
+    assert json.loads((out / "config.json").read_text(encoding="utf-8"))["auto"]["rule"] == RULE
 
 
 def test_train_auto_reads_data_files_given_as_overrides(tmp_path, capsys, monkeypatch):

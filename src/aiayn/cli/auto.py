@@ -147,19 +147,26 @@ def _plan(facts, minutes: float, overrides: list[str]):
 
 def _earlier_choice(folder: Path) -> tuple[dict[str, Any], dict[str, Any]] | None:
     """(config, meta) of the choice a run in `folder` started with: its auto.yaml, and the
-    "auto" record of its config.json (where a plain `aiayn train auto.yaml --resume` since has
-    left none: the reasons in auto.yaml's header); None where there is no auto.yaml."""
+    "auto" record of its config.json (where a run from before the trainer kept that record on a
+    plain `aiayn train auto.yaml --resume` has none: the reasons in auto.yaml's header). A run
+    killed before it wrote auto.yaml (at its end) has the choice in config.json alone, as the
+    experiment it recorded at its first save. None where neither holds it."""
+    try:
+        auto = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+        record, auto = auto.get("experiment"), auto.get("auto")
+    except (OSError, ValueError, AttributeError):
+        record = auto = None
     try:
         text = (folder / CONFIG_NAME).read_text(encoding="utf-8")
         raw = yaml.safe_load(text)
     except (OSError, ValueError, yaml.YAMLError):
-        return None
-    if not isinstance(raw, dict):
-        return None
-    try:
-        auto = json.loads((folder / "config.json").read_text(encoding="utf-8")).get("auto")
-    except (OSError, ValueError, AttributeError):
-        auto = None
+        text, raw = "", None
+    if not isinstance(raw, dict):  # no auto.yaml: the choice as config.json recorded it
+        if not isinstance(auto, dict) or "why" not in auto or not isinstance(record, dict) \
+                or not all(isinstance(record.get(k), dict) for k in ("model", "data", "train")):
+            return None
+        raw = {"task": record.get("task", "seq2seq"), "out": str(folder),
+               **{k: record[k] for k in ("model", "data", "train")}}
     if not isinstance(auto, dict) or "why" not in auto:
         header = [line for line in text.splitlines()[:HEADER_LINES + 10] if line.startswith("# ")]
         auto = {"why": [line[2:] for line in header[HEADER_LINES:]]}
