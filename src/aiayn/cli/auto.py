@@ -152,8 +152,8 @@ def _earlier_choice(folder: Path) -> tuple[dict[str, Any], dict[str, Any]] | Non
     killed before it wrote auto.yaml (at its end) has the choice in config.json alone, as the
     experiment it recorded at its first save. None where neither holds it."""
     try:
-        auto = json.loads((folder / "config.json").read_text(encoding="utf-8"))
-        record, auto = auto.get("experiment"), auto.get("auto")
+        saved = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+        record, auto = saved.get("experiment"), saved.get("auto")
     except (OSError, ValueError, AttributeError):
         record = auto = None
     try:

@@ -119,7 +119,7 @@ class Trainer(TrainerState, Progress):
         """config.json's keys other than the model's, as the run being resumed left them."""
         try:
             earlier = read_meta(self.out)
-        except UserError:  # a folder from before config.json held notes: none to keep
+        except UserError:  # no readable config.json in the folder: no notes to keep
             return {}
         return {k: v for k, v in earlier.items() if k not in ("family", "model")}
 
