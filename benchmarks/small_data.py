@@ -213,15 +213,10 @@ def run_one(lang: str, size: int, system: str, seed: int, corpus: Path, args) ->
     supersede(done, system)
     if done.is_file():
         result = json.loads(done.read_text(encoding="utf-8"))
-        # a result from before dev scores were kept, its aiayn model still there (before models
-        # were named by their minutes, models/LANG-SIZE-SYSTEM-sSEED held the latest run of a
-        # name: its minutes must match): score the dev split alone
-        old = out.with_name(name.removesuffix(f"-{args.minutes:g}min"))
-        kept = next((m for m in (out, old) if (m / "config.json").is_file()), None)
-        if "dev_bleu" not in result and kept is not None and json.loads((kept / "config.json")
-                .read_text(encoding="utf-8"))["experiment"]["train"].get("max_minutes") == \
-                args.minutes:
-            result.update(score_split(system, kept, {}, corpus, "valid", kept, args.threads))
+        # a result from before dev scores were kept, its aiayn model still there: score the
+        # dev split alone
+        if "dev_bleu" not in result and (out / "config.json").is_file():
+            result.update(score_split(system, out, {}, corpus, "valid", out, args.threads))
             done.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
         return result
     out.parent.mkdir(parents=True, exist_ok=True)

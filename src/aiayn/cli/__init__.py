@@ -171,9 +171,10 @@ def _main(argv: list[str] | None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
-    if {"-h", "--help"} & set(getattr(args, "overrides", None) or ()):
-        args.command_parser.print_help()  # `aiayn train CONFIG --help`: argparse's REMAINDER
-        return 0  # took the flag as an override
+    command = getattr(args, "command_parser", None)  # a `... train` command (training_command)
+    if command is not None and {"-h", "--help"} & set(args.overrides):
+        command.print_help()  # `aiayn train CONFIG --help`: argparse's REMAINDER took the flag
+        return 0  # as an override
     if launched() and not getattr(args, "distributed", False):
         # every process would do the whole job and print it again: refuse, once
         if os.environ.get("RANK", "0") == "0":

@@ -34,7 +34,9 @@ from aiayn.training import distributed
 
 PROBE_PAIRS = 2000  # random pairs the batches are cut from
 WARMUP, TIMED = 1, 3  # updates: the first (allocations, a CPU's thread pool) is not timed
-TRAINER_SHARE = 0.72  # a run's updates/s over the probe's (see above: 0.71 and 0.72)
+TRAINER_SHARE = 0.72  # a run's updates/s over the probe's (see above: 0.71 and 0.72); auto's own
+# runs since made 0.84x-1.41x the updates planned with it (RESULTS.md, "Small corpora"): not
+# refitted yet
 
 
 @dataclass
