@@ -12,7 +12,7 @@ from aiayn.training.auto_recipe import update_flops
 
 def test_the_probe_measures_each_shape_once_and_leaves_the_threads_as_they_were():
     before = torch.get_num_threads()
-    probe = SpeedProbe((6.0, 6.5), TrainConfig(threads=1, precision="fp32"))
+    probe = SpeedProbe((6.0, 6.5), TrainConfig(threads=1, precision="fp32"), pairs=300)
     small = probe("xs", 1000, 1500)
     assert math.isfinite(small) and small > 0 and torch.get_num_threads() == before
     spent = probe.seconds
@@ -21,9 +21,27 @@ def test_the_probe_measures_each_shape_once_and_leaves_the_threads_as_they_were(
 
 
 def test_a_model_with_many_times_the_flops_measures_slower():
-    """xl (512 wide, 6+6 layers) does ~40x the work of xs (128 wide, 2+2) an update: whatever the
-    machine's load, its rate cannot come out higher."""
-    probe = SpeedProbe((6.0, 6.5), TrainConfig(threads=1, precision="fp32"))
-    assert update_flops("xl", 1000, 1500) > 20 * update_flops("xs", 1000, 1500)
-    assert probe("xl", 1000, 1500) < probe("xs", 1000, 1500)
+    """m (256 wide, d_ff 1024, 3+3 layers) does over 5x the work of xs (128 wide, d_ff 512, 2+2)
+    an update: whatever the machine's load, its rate cannot come out higher."""
+    probe = SpeedProbe((6.0, 6.5), TrainConfig(threads=1, precision="fp32"), pairs=300)
+    assert update_flops("m", 1000, 1500) > 5 * update_flops("xs", 1000, 1500)
+    assert probe("m", 1000, 1500) < probe("xs", 1000, 1500)
     assert len(probe.measured) == 2
+
+
+
+
+def test_each_shape_is_timed_over_whole_epochs_of_its_batches_after_one_untimed():
+    """A CPU builds kernels the first time it sees a batch's shape; a real run pays that once.
+    The probe runs an epoch of its batches untimed, then times whole epochs (each shape as often)
+    for MIN_SECONDS or more. Rule 2 timed three updates after one: mostly first shapes."""
+    from aiayn.tasks import speed_probe
+
+    probe = SpeedProbe((6.0, 6.5), TrainConfig(threads=1, precision="fp32"))
+    rate = probe("xs", 1000, 1500)
+    timed, epoch = probe.timed[("xs", 1000, 1500)]
+    assert epoch >= 5  # 1,000 pairs of ~13 pieces a side, 1,500 tokens a batch: ~17 batches
+    assert timed >= epoch and timed % epoch == 0
+    # the timed epochs took MIN_SECONDS or more, the untimed one came before them
+    assert timed / (rate / speed_probe.TRAINER_SHARE) >= speed_probe.MIN_SECONDS * 0.99
+    assert probe.seconds > timed / (rate / speed_probe.TRAINER_SHARE)

@@ -141,7 +141,7 @@ def _plan(facts, minutes: float, overrides: list[str]):
                        device)
     recipe = plan(facts, budget, probe)
     recipe.reasons[3] += f" (speed measured in {probe.seconds:.0f} s: {len(probe.measured)} " \
-                         "model(s), a few updates each)"
+                         "model(s), an epoch of its batches to warm up and one or more timed each)"
     return recipe, {" ".join(map(str, k)): round(v, 3) for k, v in probe.measured.items()}
 
 
