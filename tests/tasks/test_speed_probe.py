@@ -29,8 +29,6 @@ def test_a_model_with_many_times_the_flops_measures_slower():
     assert len(probe.measured) == 2
 
 
-
-
 def test_each_shape_is_timed_over_whole_epochs_of_its_batches_after_one_untimed():
     """A CPU builds kernels the first time it sees a batch's shape; a real run pays that once.
     The probe runs an epoch of its batches untimed, then times whole epochs (each shape as often)

@@ -45,7 +45,7 @@ from aiayn.errors import UserError
 
 # The rule's version: raised whenever a table below changes (benchmarks/small_data.py runs auto
 # again where a result was made with another); recorded in config.json (auto.rule).
-RULE = 3  # rule 3: the speed probe's batches warmed and timed by epochs, its share refitted
+RULE = 3  # rule 3: the speed probe warms and times whole epochs, its share refitted; dropout in 0.01s
 
 # Model shapes, smallest first: (name, d_model, n_heads, d_ff, n_layers per stack).
 SHAPES = (
@@ -300,5 +300,6 @@ def check(facts: CorpusFacts, budget: Budget, speed: Speed | None = None) -> Non
                         f"{math.ceil(need * 10) / 10:g} or more")
 
 
-__all__ = ["RULE", "Budget", "CorpusFacts", "Recipe", "SHAPES", "Speed", "check", "epoch_minutes",
-           "dropout_for", "estimate", "facts_of", "max_tokens", "plan", "updates_per_second", "vocab_size"]
+__all__ = ["RULE", "Budget", "CorpusFacts", "Recipe", "SHAPES", "Speed", "check", "dropout_for",
+           "epoch_minutes", "estimate", "facts_of", "max_tokens", "plan", "updates_per_second",
+           "vocab_size"]
