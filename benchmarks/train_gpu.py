@@ -21,6 +21,12 @@ device synchronised at those two points only.
     python benchmarks/train_gpu.py                           # one GPU: the base config, bf16
     python benchmarks/train_gpu.py --config demo --steps 200 # the 0.9M-parameter demo
     python benchmarks/train_gpu.py --device cpu --quick      # a smoke run on the CPU (seconds)
+    python benchmarks/train_gpu.py --profile out/profile.txt # where each system's host time goes
+
+--profile records PROFILED updates after the warmup of each system with torch.profiler (host
+and, on a GPU, device activity) and writes their tables (operators by host time, kernel launches
+per update) to the file: the diagnosis of a host-bound update. The profiler slows what it
+watches: the tokens/s of such a run are not for the record.
 """
 
 from __future__ import annotations
@@ -44,6 +50,39 @@ from aiayn.training.losses import smoothed_cross_entropy  # noqa: E402
 from aiayn.training.trainer import Trainer  # noqa: E402
 
 PAD = 0
+PROFILED = 5  # updates recorded by --profile, right after the warmup
+
+
+class Profile:
+    """--profile: torch.profiler over updates warmup+1 .. warmup+PROFILED of one system, its
+    tables appended to the file (nothing, without --profile)."""
+
+    def __init__(self, args, name: str):
+        self.args, self.name, self.prof = args, name, None
+
+    def after(self, done: int) -> None:
+        """Called after each update, with the number of updates done."""
+        if not self.args.profile:
+            return
+        if done == self.args.warmup:
+            from torch.profiler import ProfilerActivity, profile
+            gpu = self.args.device.startswith("cuda")
+            self.prof = profile(activities=[ProfilerActivity.CPU,
+                                            *([ProfilerActivity.CUDA] if gpu else [])])
+            self.prof.__enter__()
+            self.t0 = time.perf_counter()
+        elif done == self.args.warmup + PROFILED and self.prof is not None:
+            sync(self.args.device)
+            wall = (time.perf_counter() - self.t0) / PROFILED
+            self.prof.__exit__(None, None, None)
+            events = self.prof.key_averages()
+            launches = sum(e.count for e in events if "LaunchKernel" in e.key) / PROFILED
+            with open(self.args.profile, "a", encoding="utf-8") as f:
+                f.write(f"\n== {self.name}: {PROFILED} updates, {wall * 1000:.1f} ms each "
+                        f"(profiled), {launches:.0f} kernel launches per update\n")
+                f.write(events.table(sort_by="self_cpu_time_total", row_limit=35,
+                                     max_name_column_width=60))
+            self.prof = None
 
 
 def real_path(args, folder: str) -> dict:
@@ -51,6 +90,7 @@ def real_path(args, folder: str) -> dict:
     marks: list[tuple[float, int]] = []
     seen: dict = {}
     update = Trainer._update
+    profiled = Profile(args, "aiayn train")
 
     def timed(self):
         if not marks:
@@ -61,6 +101,7 @@ def real_path(args, folder: str) -> dict:
         if step in (1, args.warmup, args.steps):  # the only waits added to the loop
             sync(args.device)
         marks.append((time.perf_counter(), result[1]))
+        profiled.after(len(marks))
         return result
 
     overrides = [f"train.device={args.device}", f"train.precision={args.precision}",
@@ -138,6 +179,7 @@ def loop(name: str, model, loss_fn, batches, tokens: int, args, compiled: bool) 
                            **({"fused": True} if device.startswith("cuda") else {"foreach": True}))
     dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(args.precision)
     reset_memory(device)
+    profiled = Profile(args, name)
     t0 = start = time.perf_counter()
     first = 0.0
     for i, (src, tgt_in, tgt_out) in enumerate(batches):
@@ -152,6 +194,7 @@ def loop(name: str, model, loss_fn, batches, tokens: int, args, compiled: bool) 
         if i == args.warmup - 1:
             sync(device)
             start = time.perf_counter()
+        profiled.after(i + 1)
     sync(device)
     seconds = time.perf_counter() - start
     return {"system": name, "tokens_per_s": tokens / seconds, "first_update_s": first,
@@ -206,6 +249,8 @@ def main(argv: list[str] | None = None) -> list[dict]:
     ap.add_argument("--quick", action="store_true", help="a few updates of the demo: a smoke run")
     ap.add_argument("--set", nargs="*", default=[], help="more aiayn train overrides")
     ap.add_argument("--json", default=None, help="also write the rows here")
+    ap.add_argument("--profile", default=None, help="append torch.profiler tables of each "
+                    "system's updates after the warmup to this file (slows them)")
     args = ap.parse_args(argv)
     gpu = args.device.startswith("cuda")
     args.config = args.config or ("demo" if args.quick else "transformer-base")

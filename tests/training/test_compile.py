@@ -1,14 +1,18 @@
-"""train.compile, train.pad_to_multiple and train.cuda_graphs (issue 38): bounded batch shapes,
-the model and the loss compiled as one function, and the refusals. The CUDA graphs themselves run
-in tests/test_cuda.py (on a GPU)."""
+"""train.compile, train.pad_to_multiple and train.cuda_graphs (issue 38): the stacked layers
+compiled one region each, for training only; bounded batch shapes; the refusals. The CUDA graphs
+themselves run in tests/test_cuda.py (on a GPU)."""
 
 import json
 
 import pytest
+import torch
 
-from aiayn.config import TrainConfig
+from aiayn import Transformer, preset
+from aiayn.config import TrainConfig, lm_preset
 from aiayn.errors import ConfigError, UserError
+from aiayn.models.decoder_lm import DecoderLM
 from aiayn.tasks.seq2seq_loss import seq2seq_loss
+from aiayn.training import compiled
 from aiayn.training.trainer import Trainer
 from tests.training.test_trainer import copy_stream, quiet, random_sequences, tiny_model
 
@@ -19,12 +23,68 @@ def test_pad_to_multiple_takes_a_positive_integer_or_auto(value):
         TrainConfig(pad_to_multiple=value)
 
 
-@pytest.mark.parametrize("compile_, device, multiple", [
+def test_the_regions_are_every_stacked_layer_in_order():
+    model = Transformer(preset("tiny", vocab_size=30, n_layers=2))
+    layers = compiled.layer_stacks(model)
+    assert layers == [*model.encoder.layers, *model.decoder.layers] and len(layers) == 4
+    lm = DecoderLM(lm_preset("tiny", vocab_size=30, n_layers=3))
+    assert len(compiled.layer_stacks(lm)) == 3
+
+
+def test_compiled_layers_run_in_training_alone_and_undo_restores_them(monkeypatch):
+    """Training forwards (train mode, gradients on) take the compiled layers; evaluation (eval
+    mode or no_grad) and, after undo, everything take the class's own forward."""
+    calls = []
+
+    def fake_compile(fn, dynamic, mode):  # records each call instead of compiling
+        assert dynamic is True and mode is None
+
+        def run(*args, **kwargs):
+            calls.append(fn.__self__)
+            return fn(*args, **kwargs)
+        return run
+
+    monkeypatch.setattr(compiled.torch, "compile", fake_compile)
+    torch.manual_seed(0)
+    model = Transformer(preset("tiny", vocab_size=30, n_layers=2, dropout=0.0))
+    src, tgt = torch.randint(3, 30, (2, 5)), torch.randint(3, 30, (2, 4))
+    before = model(src, tgt)
+    undo = compiled.compile_layers(model)
+    model.train()
+    torch.testing.assert_close(model(src, tgt), before)
+    assert calls == compiled.layer_stacks(model)  # each layer once, through its region
+    calls.clear()
+    with torch.no_grad():
+        model(src, tgt)
+    model.eval()
+    model(src, tgt)
+    assert calls == []
+    undo()
+    model.train()
+    model(src, tgt)
+    assert calls == [] and not any("forward" in vars(layer) for layer in compiled.layer_stacks(model))
+
+
+def test_a_model_without_a_layer_stack_is_one_region(monkeypatch):
+    compiled_fns = []
+    monkeypatch.setattr(compiled.torch, "compile",
+                        lambda fn, dynamic, mode: compiled_fns.append(fn) or fn)
+    model = torch.nn.Linear(3, 2)
+    undo = compiled.compile_layers(model)
+    assert len(compiled_fns) == 1 and compiled_fns[0].__self__ is model
+    undo()
+    assert "forward" not in vars(model)
+
+
+@pytest.mark.parametrize("graphs, device, multiple", [
     (False, "cpu", 1), (True, "cpu", 1), (False, "cuda", 1), (True, "cuda", 8)])
-def test_auto_pads_only_a_compiled_update_on_a_gpu(compile_, device, multiple):
-    """A CPU trains fastest on unpadded batches (the loss projects the non-pad rows alone)."""
-    assert TrainConfig(compile=compile_).length_multiple(device) == multiple
-    assert TrainConfig(compile=compile_, pad_to_multiple=16).length_multiple(device) == 16
+def test_auto_pads_only_cuda_graphs(graphs, device, multiple):
+    """Unpadded batches are the least work (the loss projects the non-pad rows alone), and the
+    compiled layers take any shape; CUDA graphs record one graph per shape."""
+    cfg = dict(compile=True, cuda_graphs=graphs)
+    assert TrainConfig(**cfg).length_multiple(device) == multiple
+    assert TrainConfig(**cfg, pad_to_multiple=16).length_multiple(device) == 16
+    assert TrainConfig(compile=True).length_multiple(device) == 1
 
 
 def test_cuda_graphs_need_compile():
@@ -62,19 +122,21 @@ def _losses(folder):
                                        .splitlines()) if "loss" in row]
 
 
-@pytest.mark.slow  # compiling a tiny model's update on the CPU: 2 min (7 on 2 loaded cores)
+@pytest.mark.slow  # compiling a tiny model's layers on the CPU
 def test_a_compiled_update_trains_as_the_eager_one(tmp_path):
-    """train.compile: the model and the loss compiled together, on batches of varying shapes
-    (dynamic), give the eager run's losses; the log states how long the first update took."""
+    """train.compile: the layers compiled, on batches of varying shapes (dynamic), give the
+    eager run's losses; the log states how long the first update took; the model the run hands
+    back runs its eager layers."""
     said, losses = [], {}
-    for compiled in (False, True):
-        out = tmp_path / str(compiled)
-        cfg = quiet(max_steps=5, log_every=1, compile=compiled)
+    for compile_ in (False, True):
+        out = tmp_path / str(compile_)
+        cfg = quiet(max_steps=5, log_every=1, compile=compile_)
         trainer = Trainer(tiny_model(), cfg, copy_stream(random_sequences(40, 3), 8),
                           seq2seq_loss(0.1), out, family="transformer")
         trainer._say = said.append
         assert trainer.fit().step == 5
-        losses[compiled] = _losses(out)
+        losses[compile_] = _losses(out)
+    assert not any("forward" in vars(layer) for layer in compiled.layer_stacks(trainer.model))
     assert len(losses[True]) == 5
     assert losses[True][0] == pytest.approx(losses[False][0], rel=1e-5)  # the same weights
     assert losses[True] == pytest.approx(losses[False], rel=1e-4)  # then 4 Adam steps

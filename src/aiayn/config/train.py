@@ -80,16 +80,17 @@ class TrainConfig(Config):
         "help": "auto | fp32 | bf16 | fp16 (autocast; fp16 with loss scaling)"})
     device: str = field(default="auto", metadata={
         "help": "auto (CUDA when present, else MPS, else CPU), cpu, cuda, cuda:N, mps"})
-    # torch.compile of one batch's forward and loss together (dynamic shapes: one graph for the
-    # batches' varying sizes); the first update, which compiles, is timed in the log.
+    # torch.compile of each stacked layer, one region each (training/compiled.py; dynamic
+    # shapes: one graph for the batches' varying sizes); the first update, which compiles, is
+    # timed in the log.
     compile: bool = field(default=False, metadata={
-        "help": "torch.compile the model and loss for training; slower to start"})
+        "help": "torch.compile the model's layers for training; slower to start"})
     # Bounded shapes: batch lengths padded up to a multiple (Batch.padded; the loss then masks
-    # the padding rather than projecting the non-pad rows alone), so that a compiled update sees
-    # a few shapes, and CUDA graphs record one graph per shape.
+    # the padding rather than projecting the non-pad rows alone), so that CUDA graphs record a
+    # few graphs, one per shape.
     pad_to_multiple: int | str = field(default="auto", metadata={
         "help": "pad source and target lengths up to a multiple of this; auto: 8 on CUDA "
-                "under train.compile, else 1 (no padding: the fastest on a CPU)"})
+                "under train.cuda_graphs, else 1 (no padding: the least work)"})
     cuda_graphs: bool = field(default=False, metadata={
         "help": "replay each update's kernels as CUDA graphs (torch.compile mode "
                 "reduce-overhead): for small models on a GPU; needs train.compile"})
@@ -187,7 +188,7 @@ class TrainConfig(Config):
     def length_multiple(self, device: str) -> int:
         """What train.pad_to_multiple pads batch lengths to a multiple of, on this device."""
         if self.pad_to_multiple == "auto":
-            return 8 if self.compile and device.startswith("cuda") else 1
+            return 8 if self.cuda_graphs and device.startswith("cuda") else 1
         return self.pad_to_multiple
 
 

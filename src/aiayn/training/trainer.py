@@ -16,7 +16,7 @@ counted when collated; checked against the loss's own count at log time); the cl
 norm is read at log time too. Batches are built, padded and pinned a few ahead by a background
 thread (stream.Prefetcher, train.prefetch), in the same order, so a resumed run is unchanged;
 there too a Batch's lengths are padded up to train.pad_to_multiple (bounded shapes for
-train.compile, which compiles the model and the loss as one function of a batch, and for
+train.compile, which compiles each of the model's stacked layers as one region, and for
 train.cuda_graphs).
 One update sums the losses of `accum_steps` batches and divides
 the gradients by their total unit count: the loss is normalised per token (§5.4), whatever the
@@ -56,6 +56,7 @@ from aiayn.folder import load_weights, read_meta
 from aiayn.folder.checkpoint import rng_state, set_rng_state
 from aiayn.training import distributed
 from aiayn.training.averaging import WeightAverage
+from aiayn.training.compiled import compile_layers
 from aiayn.training.metrics import MetricsLog
 from aiayn.training.progress import Progress, StopRule, Window
 from aiayn.training.run import Run, TrainResult, folder_run, seed_everything
@@ -148,9 +149,9 @@ class Trainer(TrainerState, Progress):
             if self.world.is_main else _NoLog()
         if self.world.active:
             self.net = distributed.wrap(self.net, self.device, self._leaves_parameters_unused())
-        if cfg.compile:  # model + loss: one compiled function of a batch (the model's state
-            # unchanged; evaluation runs it eagerly), dynamic: one graph for every batch size
-            self.net.compile(dynamic=True, mode="reduce-overhead" if self._graphs else None)
+        # train.compile: the stacked layers compiled one region each (compiled.py); evaluation
+        # and the model handed back run eagerly
+        uncompile = compile_layers(self.model, self._graphs) if cfg.compile else None
         self._feed = Prefetcher(self.batches, self._take, cfg.prefetch,
                                 pin=self.device.type == "cuda")
         self._mark_boundary(self.elapsed)
@@ -163,6 +164,8 @@ class Trainer(TrainerState, Progress):
                 torch.distributed.barrier()
             return result
         finally:
+            if uncompile is not None:
+                uncompile()
             self._feed.close()  # the stream left at the last batch taken
             self._feed = None
             log.close()
