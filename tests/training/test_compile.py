@@ -62,7 +62,8 @@ def test_compiled_layers_run_in_training_alone_and_undo_restores_them(monkeypatc
     undo()
     model.train()
     model(src, tgt)
-    assert calls == [] and not any("forward" in vars(layer) for layer in compiled.layer_stacks(model))
+    assert calls == []
+    assert not any("forward" in vars(layer) for layer in compiled.layer_stacks(model))
 
 
 def test_a_model_without_a_layer_stack_is_one_region(monkeypatch):

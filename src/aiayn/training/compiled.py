@@ -9,9 +9,9 @@ compiled region with dynamic shapes. The layers of a stack share their code, so 
 traces and builds a layer once and reuses it for the others of its kind: the first update of the
 base model (6+6 layers) compiles in about a third of the time the whole model and loss took as
 one graph (34.7 s against 101.5 s on 2 cores of an AMD EPYC, cold caches; on an H200 the whole
-graph had not finished compiling after 200 s). The embeddings, the output projection and the loss stay
-eager, between the regions; the layers hold nearly all of the model's FLOPs and its small fused
-operations (norms, dropout, residual adds, the attention's reshapes).
+graph had not finished compiling after 200 s). The embeddings, the output projection and the
+loss stay eager, between the regions; the layers hold nearly all of the model's FLOPs and its
+small fused operations (norms, dropout, residual adds, the attention's reshapes).
 
 A compiled layer runs only where training runs: in train mode with gradients on. Evaluation
 (eval mode, no_grad) and decoding with a cache take the eager forward, so they never wait for a

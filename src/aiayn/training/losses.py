@@ -14,7 +14,7 @@ import torch.nn.functional as F
 from torch import Tensor
 from torch.autograd.function import once_differentiable
 
-CHUNK_ELEMENTS = 1 << 20  # on a CPU the forward's exp works on blocks of ~4 MB, not one (N, V) block
+CHUNK_ELEMENTS = 1 << 20  # on a CPU the forward's exp works on blocks of ~4 MB, not all (N, V)
 
 
 class _SmoothedCrossEntropy(torch.autograd.Function):
