@@ -77,9 +77,15 @@ class Profile:
             self.prof.__exit__(None, None, None)
             events = self.prof.key_averages()
             launches = sum(e.count for e in events if "LaunchKernel" in e.key) / PROFILED
+            threads: dict[int, float] = {}  # host time in top-level operators, per thread
+            for e in self.prof.events():
+                if e.cpu_parent is None and e.device_type.name == "CPU":
+                    threads[e.thread] = threads.get(e.thread, 0.0) + e.cpu_time_total / 1e3
+            busy = ", ".join(f"{ms / PROFILED:.1f} ms" for ms in sorted(threads.values())[::-1])
             with open(self.args.profile, "a", encoding="utf-8") as f:
                 f.write(f"\n== {self.name}: {PROFILED} updates, {wall * 1000:.1f} ms each "
-                        f"(profiled), {launches:.0f} kernel launches per update\n")
+                        f"(profiled), {launches:.0f} kernel launches per update; host time in "
+                        f"top-level operators per update, by thread: {busy}\n")
                 f.write(events.table(sort_by="self_cpu_time_total", row_limit=35,
                                      max_name_column_width=60))
             self.prof = None
