@@ -264,6 +264,8 @@ def main(argv: list[str] | None = None) -> list[dict]:
     args.steps = args.steps or (6 if args.quick else 60)
     args.warmup = args.warmup or (2 if args.quick else 10)
     args.compile = (gpu and not args.quick) if args.compile is None else args.compile
+    if args.profile:  # the profiled updates come after the warmup
+        args.steps = max(args.steps, args.warmup + PROFILED)
     if args.quick:
         args.tokens = min(args.tokens, 16)
     torch.set_num_threads(args.threads)
