@@ -5,7 +5,8 @@
 # and profile.txt (a lease brings back 8 files at most):
 #   1. train_gpu.py (issue 38): the real `aiayn train` path beside the bare loop and
 #      nn.Transformer, base config in bf16, eager with a profile of where the host time goes,
-#      then compiled (the layers, one region each); the demo eager (profiled);
+#      then compiled (the layers, one region each); the demo eager (profiled), and without the
+#      batch thread;
 #   2. tests/test_cuda.py: fused attention kernels, CPU == GPU with the same weights, search
 #      invariants, bf16 autocast training, resume and translation on the GPU, no host sync in an
 #      update (eager, padded, compiled, CUDA graphs);
@@ -60,6 +61,10 @@ step train_gpu "${TRAIN_GPU_S:-200}" python3 benchmarks/train_gpu.py --device cu
     --warmup 30 --json "$OUT/train_gpu.json"
 step train_gpu_demo 90 python3 benchmarks/train_gpu.py --device cuda --config demo \
     --steps 300 --warmup 30 --no-compile --profile "$OUT/profile.txt"
+# The same without the batch thread (train.prefetch=0: each batch built and pinned on the main
+# thread when the update takes it): whether the thread is where the demo's host time goes.
+step train_gpu_demo_no_thread 60 python3 benchmarks/train_gpu.py --device cuda --config demo \
+    --steps 300 --warmup 30 --no-compile --set train.prefetch=0
 TAIL=40 step test_cuda 150 python3 -m pytest -q -ra -p no:cacheprovider \
     $(python3 -c "import xdist" 2>/dev/null && echo "-n 4") tests/test_cuda.py
 # The demo (0.9M parameters) compiled and replayed as CUDA graphs (train.cuda_graphs), its
