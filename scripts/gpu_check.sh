@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The CUDA checks, on a machine with a GPU (CI has none). One run, each step under its own time
-# limit, the most wanted first (a lease's call is 10 minutes; the first five steps fit in it).
+# limit, the most wanted first (a lease's call is 10 minutes; the steps through test_cuda take
+# about 8 of them).
 # Every step's log is appended to $OUT/gpu_check.log (default out/gpu), beside train_gpu.json
 # and profile.txt (a lease brings back 8 files at most):
 #   1. train_gpu.py (issue 38): the real `aiayn train` path beside the bare loop and
