@@ -118,6 +118,27 @@ def test_the_trainer_pads_the_batches_it_takes(tmp_path):
     assert taken and all(s % 8 == t % 8 == 0 and index is None for s, t, index in taken)
 
 
+def test_a_fit_that_fails_after_compiling_puts_everything_back(tmp_path, monkeypatch):
+    """A failure between compiling the layers and the first update (here: the batch thread will
+    not start) leaves no layer compiled and the process's threads and determinism as they were."""
+    from aiayn.training import trainer as trainer_module
+    monkeypatch.setattr(compiled.torch, "compile", lambda fn, dynamic, mode: fn)
+
+    def refuse(*args, **kwargs):
+        raise OSError("no thread")
+
+    monkeypatch.setattr(trainer_module, "Prefetcher", refuse)
+    threads = torch.get_num_threads()
+    trainer = Trainer(tiny_model(), quiet(max_steps=2, compile=True, threads=threads + 1,
+                                          deterministic=True),
+                      copy_stream(random_sequences(16, 3), 8), seq2seq_loss(0.1), tmp_path,
+                      family="transformer")
+    with pytest.raises(OSError, match="no thread"):
+        trainer.fit()
+    assert not any("forward" in vars(layer) for layer in compiled.layer_stacks(trainer.model))
+    assert torch.get_num_threads() == threads and not torch.are_deterministic_algorithms_enabled()
+
+
 def _losses(folder):
     return [row["loss"] for row in map(json.loads, (folder / "metrics.jsonl").read_text()
                                        .splitlines()) if "loss" in row]

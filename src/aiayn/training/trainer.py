@@ -41,7 +41,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from contextlib import nullcontext
+from contextlib import ExitStack, nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -129,50 +129,58 @@ class Trainer(TrainerState, Progress):
         the budget, or until validation is saturated or a signal stops it."""
         cfg = self.cfg
         resume = self.run.resume if resume is None else resume
-        threads, deterministic = torch.get_num_threads(), torch.are_deterministic_algorithms_enabled()
-        if cfg.threads:
-            torch.set_num_threads(cfg.threads)
-        torch.use_deterministic_algorithms(cfg.deterministic)
-        self.model.to(self.device)
-        seed_everything(cfg.seed + self.world.rank)  # each process its own dropout masks
-        state = self._restore() if resume else None
-        if resume:  # notes other commands left in config.json (`train auto`'s "auto") stay
-            self.meta = {**self._earlier_notes(), **self.meta}
-        else:
-            self.run.begin_folder()
-        if cfg.average_width:
-            self.average = WeightAverage(self.model, cfg.average_width)
-            if state is not None and "raw_weights" in state:  # the average so far
-                load_weights(self.average.model, self.out / state["weights"])
-        log = MetricsLog(self.out, cfg.metrics_format, cfg.tensorboard,
-                         resume_step=self.step if resume else None) \
-            if self.world.is_main else _NoLog()
-        if self.world.active:
-            self.net = distributed.wrap(self.net, self.device, self._leaves_parameters_unused())
-        # train.compile: the stacked layers compiled one region each (compiled.py); evaluation
-        # and the model handed back run eagerly
-        uncompile = compile_layers(self.model, self._graphs) if cfg.compile else None
-        self._feed = Prefetcher(self.batches, self._take, cfg.prefetch,
-                                pin=self.device.type == "cuda")
-        self._mark_boundary(self.elapsed)
-        previous = self._install_signal_handlers()
-        try:
+        # Whatever step below fails (a checkpoint that will not load, a compile, the batch thread),
+        # what fit() changed is put back: threads, determinism, the layers' eager forwards, the
+        # batch thread, the log, the signal handlers (undone in the reverse order of this list).
+        with ExitStack() as undo:
+            threads = torch.get_num_threads()
+            deterministic = torch.are_deterministic_algorithms_enabled()
+            undo.callback(torch.use_deterministic_algorithms, deterministic)
+            undo.callback(torch.set_num_threads, threads)
+            if cfg.threads:
+                torch.set_num_threads(cfg.threads)
+            torch.use_deterministic_algorithms(cfg.deterministic)
+            self.model.to(self.device)
+            seed_everything(cfg.seed + self.world.rank)  # each process its own dropout masks
+            state = self._restore() if resume else None
+            if resume:  # notes other commands left in config.json (`train auto`'s "auto") stay
+                self.meta = {**self._earlier_notes(), **self.meta}
+            else:
+                self.run.begin_folder()
+            if cfg.average_width:
+                self.average = WeightAverage(self.model, cfg.average_width)
+                if state is not None and "raw_weights" in state:  # the average so far
+                    load_weights(self.average.model, self.out / state["weights"])
+            log = MetricsLog(self.out, cfg.metrics_format, cfg.tensorboard,
+                             resume_step=self.step if resume else None) \
+                if self.world.is_main else _NoLog()
+            undo.callback(log.close)
+            if self.world.active:
+                self.net = distributed.wrap(self.net, self.device, self._leaves_parameters_unused())
+            # train.compile: the stacked layers compiled one region each (compiled.py); evaluation
+            # and the model handed back run eagerly
+            if cfg.compile:
+                undo.callback(compile_layers(self.model, self._graphs))
+            self._feed = Prefetcher(self.batches, self._take, cfg.prefetch,
+                                    pin=self.device.type == "cuda")
+            undo.callback(self._close_feed)  # the stream left at the last batch taken
+            self._mark_boundary(self.elapsed)
+            undo.callback(self._restore_signal_handlers, self._install_signal_handlers())
             result = self._loop(log)
             if self.average is not None:  # the model in memory = the one in the folder
                 self.average.copy_to_model()
             if self.world.active:  # the folder is complete when any process returns
                 torch.distributed.barrier()
             return result
-        finally:
-            if uncompile is not None:
-                uncompile()
-            self._feed.close()  # the stream left at the last batch taken
-            self._feed = None
-            log.close()
-            for signum, handler in previous.items():
-                signal.signal(signum, handler)
-            torch.set_num_threads(threads)
-            torch.use_deterministic_algorithms(deterministic)
+
+    def _close_feed(self) -> None:
+        self._feed.close()
+        self._feed = None
+
+    @staticmethod
+    def _restore_signal_handlers(previous: dict[int, Any]) -> None:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
 
     def _loop(self, log: MetricsLog) -> TrainResult:
         cfg = self.cfg
