@@ -32,6 +32,8 @@ comes from, read where the rule may be refitted (the test split stays for the fi
     python benchmarks/small_data.py --minutes 15 --langs de --sizes 20000 --seeds 0 --ablate
     python benchmarks/small_data.py --minutes 60 --langs de --sizes 20000 --seeds 0 --systems auto \
         --ablate --knobs dropout                           # one knob
+    python benchmarks/small_data.py --minutes 60 --langs de --sizes 20000 --seeds 0 --systems auto \
+        --ablate --knobs cosine                            # a setting auto does not choose yet
 
 Resumable: each run's result is runs/small-data/results/LANG-SIZE-SYSTEM-sSEED-MINUTESmin.json; a
 rerun skips the finished ones (a run cut midway starts again); runs of another --minutes are
@@ -99,8 +101,14 @@ SWAPS = {
     "schedule": (["train.lr=0.001", "train.warmup_steps=400"],
                  lambda r: (r.train["lr"], r.train["warmup_steps"]) == (0.001, 400)),
 }
-# Other values of a knob, run only when --knobs names them: a knob's curve, not only two points.
-VARIANTS = {f"dropout-{p}": plain_dropout(p) for p in (0.2, 0.3)}
+# Other values of a knob, run only when --knobs names them: a knob's curve, not only two points;
+# and settings auto does not choose yet, measured before a rule takes them: a cosine that ends at
+# 0 with the time budget (training/schedule.py; Li et al. 2020, "Budgeted Training", ICLR: a
+# schedule that decays to 0 at the budget's end beats one that does not), and a wider running
+# average of the weights (training/averaging.py; 0.02 was measured at 400-800 updates only).
+VARIANTS = {**{f"dropout-{p}": plain_dropout(p) for p in (0.2, 0.3)},
+            "cosine": (["train.lr_schedule=cosine"], lambda r: False),
+            **{f"average-{w}": ([f"train.average_width={w}"], lambda r: False) for w in (0.05, 0.1)}}
 KNOBS = {**SWAPS, **VARIANTS}
 
 
@@ -324,7 +332,8 @@ def main(argv: list[str] | None = None) -> list[dict]:
                    help="also auto with one knob at a time as gettext-small's (dev split only)")
     p.add_argument("--knobs", nargs="+", choices=list(KNOBS),
                    help="with --ablate: only these knobs (default: every one of gettext-small's "
-                        "that auto set otherwise; dropout-0.2 and -0.3: other values, on request)")
+                        "that auto set otherwise; on request: dropout-0.2 and -0.3, other values; "
+                        "cosine, average-0.05 and -0.1, settings auto does not choose yet)")
     p.add_argument("--record", action="store_true", help="append the table to RESULTS.md")
     args = p.parse_args(argv)
     test_lines = None
