@@ -34,6 +34,8 @@ comes from, read where the rule may be refitted (the test split stays for the fi
         --ablate --knobs dropout                           # one knob
     python benchmarks/small_data.py --minutes 60 --langs de --sizes 20000 --seeds 0 --systems auto \
         --ablate --knobs cosine                            # a setting auto does not choose yet
+    python benchmarks/small_data.py --minutes 60 --langs de --sizes 20000 --seeds 1 --systems auto \
+        --ablate --knobs cosine --jobs 2 --threads 1 --work runs/small-data-1t   # side by side
 
 Resumable: each run's result is runs/small-data/results/LANG-SIZE-SYSTEM-sSEED-MINUTESmin.json; a
 rerun skips the finished ones (a run cut midway starts again); runs of another --minutes are
@@ -51,6 +53,7 @@ import random
 import shutil
 import statistics
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -325,6 +328,9 @@ def main(argv: list[str] | None = None) -> list[dict]:
     p.add_argument("--langs", nargs="+", default=["de", "fr", "es"])
     p.add_argument("--systems", nargs="+", choices=SYSTEMS, default=list(SYSTEMS))
     p.add_argument("--work", default="runs/small-data", help="corpora, models, results")
+    p.add_argument("--jobs", type=int, default=1,
+                   help="runs at a time, each on --threads threads (default 1); e.g. --jobs 2 "
+                        "--threads 1 runs two systems side by side on 2 cores")
     p.add_argument("--quick", action="store_true",
                    help="smoke test: en-de, 1,200 pairs, 0.2 minutes, 40 dev and test pairs, seed "
                         "0, the aiayn systems only (fairseq needs its venv: minutes to build)")
@@ -343,7 +349,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
         print("--quick: aiayn systems only (fairseq-iwslt is not run)", flush=True)
     if "fairseq-iwslt" in args.systems:
         peer.ensure_venv()
-    results = []
+    runs = []
     for lang in args.langs:
         corpora = cut_corpora(Path(args.work), lang, args.sizes, test_lines)
         for size in args.sizes:
@@ -351,7 +357,11 @@ def main(argv: list[str] | None = None) -> list[dict]:
             for seed in args.seeds:
                 base = [] if "auto" in args.systems or not swaps else ["auto"]  # the reference
                 for system in [*args.systems, *base, *(f"auto-swap-{k}" for k in swaps)]:
-                    results.append(run_one(lang, size, system, seed, corpora[size], args))
+                    runs.append((lang, size, system, seed, corpora[size], args))
+    # --jobs N: N runs at a time, side by side on the machine (each on --threads threads), so the
+    # systems compared share its load and its noise alike; results in the same order
+    with ThreadPoolExecutor(args.jobs) as pool:
+        results = list(pool.map(lambda run: run_one(*run), runs))
     text = table(results)
     if args.ablate:
         text += "\n\nauto with one knob as gettext-small's: change in dev BLEU (beam 4)\n\n" + \
