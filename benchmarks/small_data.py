@@ -108,10 +108,14 @@ SWAPS = {
 # and settings auto does not choose yet, measured before a rule takes them: a cosine that ends at
 # 0 with the time budget (training/schedule.py; Li et al. 2020, "Budgeted Training", ICLR: a
 # schedule that decays to 0 at the budget's end beats one that does not), and a wider running
-# average of the weights (training/averaging.py; 0.02 was measured at 400-800 updates only).
+# average of the weights (training/averaging.py; 0.02 was measured at 400-800 updates only), and
+# BPE-dropout (data/bpe_dropout.py; Provilkov et al. 2020: p = 0.1, gains largest on small data).
 VARIANTS = {**{f"dropout-{p}": plain_dropout(p) for p in (0.2, 0.3)},
             "cosine": (["train.lr_schedule=cosine"], lambda r: False),
-            **{f"average-{w}": ([f"train.average_width={w}"], lambda r: False) for w in (0.05, 0.1)}}
+            **{f"average-{w}": ([f"train.average_width={w}"], lambda r: False) for w in (0.05, 0.1)},
+            "bpe-dropout": (["data.bpe_dropout=0.1"], lambda r: False),
+            "bpe-dropout+cosine": (["data.bpe_dropout=0.1", "train.lr_schedule=cosine"],
+                                   lambda r: False)}
 KNOBS = {**SWAPS, **VARIANTS}
 
 
@@ -339,7 +343,8 @@ def main(argv: list[str] | None = None) -> list[dict]:
     p.add_argument("--knobs", nargs="+", choices=list(KNOBS),
                    help="with --ablate: only these knobs (default: every one of gettext-small's "
                         "that auto set otherwise; on request: dropout-0.2 and -0.3, other values; "
-                        "cosine, average-0.05 and -0.1, settings auto does not choose yet)")
+                        "cosine, average-0.05 and -0.1, bpe-dropout, settings auto does not "
+                        "choose yet)")
     p.add_argument("--record", action="store_true", help="append the table to RESULTS.md")
     args = p.parse_args(argv)
     test_lines = None

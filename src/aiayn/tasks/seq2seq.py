@@ -16,6 +16,7 @@ named "translation" before; aiayn.tasks.translation and `task: translation` are 
 """
 from __future__ import annotations
 
+import random
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
@@ -70,6 +71,10 @@ class DataConfig(Config):
         "help": "joint source-target subword vocabulary (§5.1; with model.init: the folder's)"})
     split_digits: bool = field(default=True, metadata={
         "help": "every digit a token; false: digit runs may merge (SentencePiece)"})
+    bpe_dropout: float = field(default=0.0, metadata={
+        "help": "BPE-dropout (Provilkov et al. 2020): each epoch the training pairs segmented "
+                "anew, each merge skipped with this probability (0.1 in the paper); 0: plain BPE. "
+                "Validation and translation keep plain BPE"})
     source_eos: bool = field(default=False, metadata={
         "help": "end every source with </s> (fairseq, tensor2tensor, Marian)"})
     max_train_pairs: int | None = field(default=None, metadata={
@@ -108,6 +113,11 @@ class DataConfig(Config):
         for name in ("vocab_size", "valid_pairs", "valid_beam"):
             if getattr(self, name) <= 0:
                 _fail(name, getattr(self, name), "must be a positive integer")
+        if not 0 <= self.bpe_dropout < 1:
+            _fail("bpe_dropout", self.bpe_dropout, "must be in [0, 1)")
+        if self.bpe_dropout and (self.objective or self.tokenizer != "bpe"):
+            _fail("bpe_dropout", self.bpe_dropout, "applies to aligned pairs with "
+                  "data.tokenizer=bpe (not to an objective or another tokenizer)")
         if self.max_train_pairs is not None and self.max_train_pairs <= 0:
             _fail("max_train_pairs", self.max_train_pairs, "must be a positive integer")
 
@@ -179,6 +189,28 @@ def pair_batches(ids: Sequence[tuple[list[int], list[int]]], max_tokens: int, se
     lengths = [(len(s), len(t) + 1) for s, t in ids]
     return BatchStream(plan=lambda epoch: token_batches(lengths, max_tokens, True, seed + epoch),
                        collate=lambda idx: collate([ids[i] for i in idx]))
+
+
+def bpe_dropout_batches(tok: Tokenizer, pairs: Sequence[Pair], data: DataConfig, max_len: int,
+                        max_tokens: int, seed: int) -> BatchStream:
+    """pair_batches of pairs segmented anew every epoch with BPE-dropout (data.bpe_dropout;
+    data/bpe_dropout.py), its draws from (seed, epoch): the pairs that fit max_len that epoch."""
+    from aiayn.data.bpe_dropout import BpeDropout
+
+    bpe = BpeDropout(tok)
+    words = [(bpe.words(s), bpe.words(t)) for s, t in pairs]
+    eos = [EOS] if data.source_eos else []
+
+    def plan(epoch: int) -> list[list[tuple[list[int], list[int]]]]:
+        rng = random.Random(f"bpe-dropout {seed} {epoch}")
+        src = bpe.encode([s for s, _ in words], data.bpe_dropout, rng)
+        tgt = bpe.encode([t for _, t in words], data.bpe_dropout, rng)
+        encoded = [(s + eos, t) for s, t in zip(src, tgt, strict=True)]
+        ids = [encoded[i] for i in filter_long(encoded, max_len)[0]]
+        lengths = [(len(s), len(t) + 1) for s, t in ids]
+        return [[ids[i] for i in b] for b in token_batches(lengths, max_tokens, True, seed + epoch)]
+
+    return BatchStream(plan=plan, collate=collate)
 
 
 def denoising_batches(docs: Sequence[list[int]], data: DataConfig, special: Sequence[int],
@@ -301,9 +333,14 @@ def train(exp: Experiment, resume: bool = False, out: str | Path | None = None,
                 "example": (first if data.objective else first[0])[:EXAMPLE_CHARS]}
         if run.begin_folder():
             tok.save(run.folder)
-        batches = denoising_batches(train_ids, data, special, model_cfg.max_len, cfg.max_tokens,
-                                    cfg.seed, stops) if data.objective else \
-            pair_batches(train_ids, cfg.max_tokens, cfg.seed)
+        if data.objective:
+            batches = denoising_batches(train_ids, data, special, model_cfg.max_len,
+                                        cfg.max_tokens, cfg.seed, stops)
+        elif data.bpe_dropout:
+            batches = bpe_dropout_batches(tok, splits["train"], data, model_cfg.max_len,
+                                          cfg.max_tokens, cfg.seed)
+        else:
+            batches = pair_batches(train_ids, cfg.max_tokens, cfg.seed)
         loss_fn = seq2seq_loss(cfg.label_smoothing, counted_once)
         result = Trainer(model, cfg, batches, loss_fn, run, family=FAMILY, meta=meta,
                          evaluate=evaluate).fit()
