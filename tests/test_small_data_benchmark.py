@@ -74,10 +74,10 @@ def test_small_data_quick_runs_the_aiayn_systems_and_resumes(tmp_path):
     assert "aiayn systems only (fairseq-iwslt is not run)" in done.stdout
     for system in ("auto", "gettext-small", "paper-base"):
         assert f"| en-de 1,200 | {system} |" in done.stdout
-        result = json.loads((tmp_path / "results" / f"de-1200-{system}-s0-0.2min.json").read_text())
+        result = json.loads((tmp_path / "results" / f"de-1200-{system}-s0-1min.json").read_text())
         assert {"bleu", "chrf", "dev_bleu", "dev_chrf"} <= set(result)  # test and dev scored
         # the model by its budget too: a shorter look never deletes a longer run's model
-        assert (tmp_path / "models" / f"de-1200-{system}-s0-0.2min" / "config.json").is_file()
+        assert (tmp_path / "models" / f"de-1200-{system}-s0-1min" / "config.json").is_file()
     again = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     assert again.returncode == 0 and "$ " not in again.stdout  # nothing trained again
 
