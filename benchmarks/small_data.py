@@ -233,7 +233,7 @@ def run_one(lang: str, size: int, system: str, seed: int, corpus: Path, args) ->
         if "dev_bleu" not in result and (out / "config.json").is_file():
             result.update(score_split(system, out, {}, corpus, "valid", out, args.threads))
             done.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
-        return result
+        return average_last(result, done, out, corpus, args)
     out.parent.mkdir(parents=True, exist_ok=True)
     data = {}
     if system == "fairseq-iwslt":
@@ -250,6 +250,31 @@ def run_one(lang: str, size: int, system: str, seed: int, corpus: Path, args) ->
         result.update(score_split(system, model, data, corpus, split, out, args.threads))
     done.parent.mkdir(parents=True, exist_ok=True)
     done.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    return average_last(result, done, out, corpus, args)
+
+
+def average_last(result: dict, done: Path, out: Path, corpus: Path, args) -> dict:
+    """With --average-last K...: the dev split's beam-4 BLEU and chrF of an aiayn run's last K
+    checkpoints averaged (`aiayn average --last K`, §6.1), beside its own weights (the running
+    average, training/averaging.py), kept in the result as dev_lastK; each scored once. A
+    checkpoint holds the running average at its step, so this widens the average's window to
+    the span of the K checkpoints (auto saves every 1/10 of the run, gettext-small every 500
+    updates). A run with fewer than K checkpoints is left out for that K."""
+    from aiayn.folder.format import list_checkpoints
+
+    if result["system"] == "fairseq-iwslt" or not (out / "checkpoints").is_dir():
+        return result
+    saved = len(list_checkpoints(out))
+    for k in [k for k in args.average_last or [] if f"dev_last{k}" not in result and k <= saved]:
+        averaged = out.with_name(f"{out.name}-last{k}")
+        shutil.rmtree(averaged, ignore_errors=True)
+        peer.run([sys.executable, "-m", "aiayn", "average", "--model", out, "--last", k,
+                  "--out", averaged], env=peer.thread_env(args.threads))
+        scores = score_split(result["system"], averaged, {}, corpus, "valid", averaged,
+                             args.threads)
+        result[f"dev_last{k}"] = [scores["dev_bleu"], scores["dev_chrf"]]
+        shutil.rmtree(averaged)
+        done.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
     return result
 
 
@@ -305,6 +330,22 @@ def ablation_table(results: list[dict]) -> str:
                     f"({', '.join(f'{b:.1f}' for b in base)}) | " + " | ".join(cells) + " |")
     return "\n".join(rows) + NOT_RUN
 
+
+def averages_table(results: list[dict], ks: list[int]) -> str:
+    """Dev BLEU / chrF of each aiayn run's own weights and of its last K checkpoints averaged."""
+    rows = ["| corpus | system | seed | its weights: dev BLEU / chrF | " + " | ".join(
+                f"last {k} checkpoints averaged" for k in ks) + " |",
+            "|---|---|---:|---:|" + "---:|" * len(ks)]
+    for r in sorted(results, key=lambda r: (r["lang"], r["size"], r["system"], r["seed"])):
+        if "dev_bleu" not in r or not any(f"dev_last{k}" in r for k in ks):
+            continue
+        cells = [f"{r[f'dev_last{k}'][0]:.1f} / {r[f'dev_last{k}'][1]:.1f}"
+                 if f"dev_last{k}" in r else "·" for k in ks]
+        rows.append(f"| en-{r['lang']} {r['size']:,} | {r['system']} | {r['seed']} | "
+                    f"{r['dev_bleu']:.1f} / {r['dev_chrf']:.1f} | " + " | ".join(cells) + " |")
+    return "\n".join(rows)
+
+
 NOT_RUN = "\n\n·: not run (auto chose that value itself, or --knobs left it out)"
 
 
@@ -346,6 +387,10 @@ def main(argv: list[str] | None = None) -> list[dict]:
                         "that auto set otherwise; on request: dropout-0.2 and -0.3, other values; "
                         "cosine, average-0.05 and -0.1, bpe-dropout, settings auto does not "
                         "choose yet)")
+    p.add_argument("--average-last", type=int, nargs="+", metavar="K",
+                   help="also score each aiayn run's last K checkpoints averaged (`aiayn "
+                        "average`, §6.1) on the dev split, beside its own weights; reuses "
+                        "finished runs")
     p.add_argument("--record", action="store_true", help="append the table to RESULTS.md")
     args = p.parse_args(argv)
     test_lines = None
@@ -372,6 +417,9 @@ def main(argv: list[str] | None = None) -> list[dict]:
     if args.ablate:
         text += "\n\nauto with one knob as gettext-small's: change in dev BLEU (beam 4)\n\n" + \
             ablation_table(results)
+    if args.average_last:
+        text += "\n\nthe last K checkpoints averaged: dev BLEU / chrF (beam 4)\n\n" + \
+            averages_table(results, args.average_last)
     print(text)
     if args.record:
         command = "python benchmarks/small_data.py " + " ".join(argv or sys.argv[1:])

@@ -66,6 +66,19 @@ def test_the_ablation_table_gives_each_knob_its_change_in_dev_bleu(small_data):
     assert table[0].endswith("| dropout 0.2 |") and table[-1].endswith("| +2.0 |")
 
 
+def test_the_averages_table_puts_each_run_beside_its_last_checkpoints_averaged(small_data):
+    results = [{"lang": "de", "size": 5000, "system": "auto", "seed": 0, "dev_bleu": 20.0,
+                "dev_chrf": 40.0, "dev_last2": [21.04, 41.0]},
+               {"lang": "de", "size": 5000, "system": "gettext-small", "seed": 0,
+                "dev_bleu": 18.0, "dev_chrf": 38.0},  # none averaged: no row
+               {"lang": "de", "size": 5000, "system": "auto", "seed": 1, "dev_bleu": 19.0,
+                "dev_chrf": 39.0, "dev_last5": [19.5, 39.25]}]
+    rows = small_data.averages_table(results, [2, 5]).splitlines()
+    assert rows[0].endswith("| last 2 checkpoints averaged | last 5 checkpoints averaged |")
+    assert rows[2:] == ["| en-de 5,000 | auto | 0 | 20.0 / 40.0 | 21.0 / 41.0 | · |",
+                        "| en-de 5,000 | auto | 1 | 19.0 / 39.0 | · | 19.5 / 39.2 |"]
+
+
 @pytest.mark.slow
 def test_small_data_quick_runs_the_aiayn_systems_and_resumes(tmp_path):
     cmd = [sys.executable, str(SCRIPT), "--quick", "--work", str(tmp_path)]
@@ -80,6 +93,21 @@ def test_small_data_quick_runs_the_aiayn_systems_and_resumes(tmp_path):
         assert (tmp_path / "models" / f"de-1200-{system}-s0-1min" / "config.json").is_file()
     again = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     assert again.returncode == 0 and "$ " not in again.stdout  # nothing trained again
+    # --average-last on the finished runs: averaged and scored on the dev split, not trained
+    auto = tmp_path / "results" / "de-1200-auto-s0-1min.json"
+    saved = len(list((tmp_path / "models" / "de-1200-auto-s0-1min" / "checkpoints").iterdir()))
+    assert saved >= 2  # auto saves every 1/10 of its expected updates
+    averaged = subprocess.run([*cmd, "--average-last", "2", str(saved + 1)], capture_output=True,
+                              text=True, timeout=600)
+    assert averaged.returncode == 0, averaged.stderr[-3000:]
+    assert " train " not in averaged.stdout and "aiayn average" in averaged.stdout
+    bleu, chrf = json.loads(auto.read_text())["dev_last2"]
+    assert 0 <= bleu <= 100 and 0 < chrf <= 100
+    assert f"dev_last{saved + 1}" not in json.loads(auto.read_text())  # too few: left out
+    row = next(line for line in averaged.stdout.splitlines()
+               if line.startswith("| en-de 1,200 | auto | 0 |"))
+    assert row.endswith(f"| {bleu:.1f} / {chrf:.1f} | · |")
+    assert not list((tmp_path / "models").glob("*-last*"))  # the averaged copies are removed
 
 
 def test_auto_results_of_an_older_rule_are_set_aside_and_the_others_kept(small_data, tmp_path):
