@@ -273,7 +273,9 @@ def average_last(result: dict, done: Path, out: Path, corpus: Path, args) -> dic
         scores = score_split(result["system"], averaged, {}, corpus, "valid", averaged,
                              args.threads)
         result[f"dev_last{k}"] = [scores["dev_bleu"], scores["dev_chrf"]]
-        shutil.rmtree(averaged)
+        shutil.rmtree(averaged)  # and its hypotheses and decode log: the scores are kept
+        for suffix in (".valid.hyp", ".valid.log"):
+            averaged.with_name(averaged.name + suffix).unlink(missing_ok=True)
         done.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
     return result
 
