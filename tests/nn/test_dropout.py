@@ -95,3 +95,33 @@ def test_attention_probability_dropout_uses_the_same_masks():
     torch.manual_seed(7)
     torch.testing.assert_close(dropped, dropout(weights, 0.3))
     assert (dropped == 0).any()
+
+
+def test_word_dropout_zeroes_whole_token_embeddings_in_training_only():
+    from aiayn.nn.positions import InputEmbedding, TokenEmbedding
+
+    torch.manual_seed(3)
+    p = 0.3
+    emb = InputEmbedding(TokenEmbedding(50, 16, 0, False), None, 0.0, word_dropout=p)
+    ids = torch.randint(1, 50, (64, 100))
+    plain = emb.tokens(ids)
+    y = emb(ids)  # training: each token's vector kept whole (scaled) or zeroed whole
+    zeroed = (y == 0).all(-1)
+    assert torch.allclose(y[~zeroed], plain[~zeroed] / (1 - p))
+    n = zeroed.numel()
+    assert abs(zeroed.float().mean().item() - p) < 5 * (p * (1 - p) / n) ** 0.5
+    assert not torch.equal(zeroed[0], zeroed[1])  # drawn per token, not per batch
+    emb.eval()
+    assert torch.equal(emb(ids), plain)
+
+
+def test_word_dropout_reaches_both_stacks_and_is_refused_out_of_range():
+    from aiayn.config.models import TransformerConfig
+    from aiayn.errors import ConfigError
+    from aiayn.models.transformer import Transformer
+
+    cfg = dict(d_model=16, n_heads=2, d_ff=32, n_layers=1, vocab_size=30, dropout=0.0)
+    model = Transformer(TransformerConfig(**cfg, word_dropout=0.25))
+    assert (model.src_embed.word_dropout, model.tgt_embed.word_dropout) == (0.25, 0.25)
+    with pytest.raises(ConfigError, match="word_dropout"):
+        TransformerConfig(**cfg, word_dropout=1.0)

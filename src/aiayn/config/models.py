@@ -144,9 +144,18 @@ class TransformerConfig(BlockConfig):
     # parameters, as the paper counts them).
     value_dim: int | None = field(default=None, metadata={
         "help": "d_v of each head when it differs from d_k (Table 3 row B); None: d_k"})
+    # Not in the paper (§5.4 drops sub-layer outputs and embedding sums, element by element): a
+    # small-data regulariser, whole token embeddings dropped before the positions are added, on
+    # both stacks' inputs (Gal & Ghahramani 2016's word dropout, here per token rather than per
+    # word type; Sennrich & Zhang 2019 used word dropout for low-resource NMT).
+    word_dropout: float = field(default=0.0, metadata={
+        "help": "in training, each input token's embedding zeroed with this probability (the "
+                "rest scaled by 1 / (1 - p)), source and target; 0 = none"})
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        if not 0.0 <= self.word_dropout < 1.0:
+            _fail("word_dropout", self.word_dropout, "must be in [0, 1)")
         if self.n_encoder_layers is None:
             self.n_encoder_layers = self.n_layers
         if self.n_decoder_layers is None:

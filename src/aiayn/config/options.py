@@ -86,6 +86,8 @@ class Option:
 _NO_WEIGHTS = Inert("no weights")
 _NO_DROPOUT = Inert("an inference engine: no dropout")
 _T5_DROPOUT = Inert("T5 has one dropout_rate, written from dropout")
+_NO_WORD_DROPOUT = Inert("a training regulariser HF's models do not have: fine-tuning there "
+                         "runs without it")
 _LAYERS = Inert("read through n_encoder_layers and n_decoder_layers, which it sets")
 _NO_BUCKETS = Inert("read only with relative_attention_num_buckets > 0, which this exporter refuses")
 _CT2_NO_PAD = Inert("CTranslate2 pads by itself: the id is not in its spec")
@@ -189,6 +191,8 @@ OPTIONS: dict[str, Option] = {
                        Maps("q/k/v/out_proj")),
     "value_dim": Option((4, None), Only(None), Only(None), Only(None),
                         Maps("head_dim", _CT2_VALUE_DIM), Maps("v_proj, out_proj")),
+    "word_dropout": Option((0.2, 0.0), _NO_WORD_DROPOUT, _NO_WORD_DROPOUT, _NO_WORD_DROPOUT,
+                           _NO_DROPOUT, _NO_WEIGHTS),
 }
 
 

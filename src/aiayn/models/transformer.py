@@ -38,9 +38,10 @@ class Transformer(nn.Module):
         tgt_positions = make_positions(cfg.positions, cfg.max_len, cfg.d_model,
                                        cfg.position_offset) \
             if cfg.positions == "learned" else positions
-        self.src_embed = InputEmbedding(src_tokens, positions, cfg.dropout, self._embedding_norm())
+        self.src_embed = InputEmbedding(src_tokens, positions, cfg.dropout, self._embedding_norm(),
+                                        cfg.word_dropout)
         self.tgt_embed = InputEmbedding(tgt_tokens, tgt_positions, cfg.dropout,
-                                        self._embedding_norm())
+                                        self._embedding_norm(), cfg.word_dropout)
         self.encoder = Encoder(cfg, cfg.n_encoder_layers, cfg.final_norm)
         self.decoder = Decoder(cfg, cfg.n_decoder_layers, cfg.final_norm)
         # §3.4's pre-softmax linear has no bias; BART's has one (final_logits_bias).

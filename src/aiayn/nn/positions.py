@@ -88,21 +88,28 @@ class TokenEmbedding(nn.Embedding):
 
 class InputEmbedding(nn.Module):
     """Token embedding + positions, then dropout (§3.4, §3.5, §5.4). With `norm` (a LayerNorm:
-    BART's layernorm_embedding, not in the paper) the sum is normalised before the dropout."""
+    BART's layernorm_embedding, not in the paper) the sum is normalised before the dropout. With
+    `word_dropout` p (not in the paper; TransformerConfig.word_dropout) a training step zeroes
+    each token's whole embedding with probability p before the positions are added, and scales
+    the kept ones by 1 / (1 - p)."""
 
     def __init__(self, tokens: TokenEmbedding, positions: nn.Module | None, dropout: float,
-                 norm: nn.Module | None = None):
+                 norm: nn.Module | None = None, word_dropout: float = 0.0):
         super().__init__()
         self.tokens = tokens
         self.positions = positions
         self.norm = norm
         self.dropout = Dropout(dropout)
+        self.word_dropout = word_dropout
 
     def forward(self, ids: Tensor, offset: int = 0, positions: Tensor | None = None) -> Tensor:
         """ids (B, T) -> (B, T, D) at positions offset .. offset + T - 1, or with `positions`
         (B, T) a position per token (rows at different places: a language model's left-padded
         prompts, aiayn.generation.steps)."""
         x = self.tokens(ids)  # (B, T, D)
+        if self.word_dropout and self.training:
+            keep = torch.rand(ids.shape, device=ids.device) >= self.word_dropout  # (B, T)
+            x = x * (keep.unsqueeze(-1).to(x.dtype) / (1.0 - self.word_dropout))
         if self.positions is not None:
             if positions is None:
                 x = x + self.positions(ids.shape[1], offset).to(x.dtype)
