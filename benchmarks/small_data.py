@@ -107,11 +107,11 @@ SWAPS = {
 # Other values of a knob, run only when --knobs names them: a knob's curve, not only two points;
 # and settings auto does not choose yet, measured before a rule takes them: a cosine that ends at
 # 0 with the time budget (training/schedule.py; Li et al. 2020, "Budgeted Training", ICLR: a
-# schedule that decays to 0 at the budget's end beats one that does not), and a wider running
-# average of the weights (training/averaging.py; 0.02 was measured at 400-800 updates only), and
-# BPE-dropout (data/bpe_dropout.py; Provilkov et al. 2020: p = 0.1, gains largest on small data),
-# and dropout on attention probabilities and FFN activations beside the residual dropout (rule 1
-# had them at 0.1 from ~32 passes; measured at 20k pairs and ~50 passes only), and word dropout
+# schedule that decays to 0 at the budget's end beats one that does not); a wider running
+# average of the weights (training/averaging.py; 0.02 was measured at 400-800 updates only);
+# BPE-dropout (data/bpe_dropout.py; Provilkov et al. 2020: p = 0.1, gains largest on small data);
+# dropout on attention probabilities and FFN activations beside the residual dropout (rule 1
+# had them at 0.1 from ~32 passes, measured then at 20k pairs and ~50 passes); word dropout
 # (model.word_dropout: whole token embeddings dropped; Sennrich & Zhang 2019, low-resource NMT).
 VARIANTS = {**{f"dropout-{p}": plain_dropout(p) for p in (0.2, 0.3)},
             "cosine": (["train.lr_schedule=cosine"], lambda r: False),
