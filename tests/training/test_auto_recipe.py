@@ -152,3 +152,31 @@ def test_a_measured_speed_is_what_the_plan_counts_updates_with():
     with pytest.raises(UserError):
         plan(facts(20_000), Budget(0), speed(1.0))
     assert calls == []
+
+
+def test_one_slow_thread_keeps_the_bigger_shape_it_can_train_2500_times():
+    """Rule 4's case (RESULTS.md, 2026-11-29, 20k pairs on 1 thread of an AMD EPYC): the probe
+    measured these rates (updates/s of shape, vocabulary, tokens). Rule 3 asked 4,000 updates of a
+    shape, fell back to xs, and lost 2.2 test BLEU to gettext-small's m; m makes ~3,100 an hour
+    here, over rule 4's 2,500. At 40k pairs, m is still the cap: l has not run on any corpus here."""
+    measured = {("m", 8000, 4000): 0.866, ("s", 8000, 4000): 1.061, ("xs", 8000, 4000): 2.377,
+                ("xs", 4000, 3000): 4.886,  # rule 3's probe
+                ("m", 4000, 3000): 1.483,  # rule 4's probe, the run's own batches
+                # the 40k cut's batches (not measured: only the shape is asserted there)
+                ("xs", 5500, 3500): 4.0, ("m", 5500, 3500): 1.2}
+    asked = []
+
+    def speed(shape, vocab, tokens):
+        asked.append(shape)
+        return measured[(shape, vocab, tokens)]
+
+    corpus = CorpusFacts(20_000, 5.89, 5.74, 13, 13, 170, "en", "de")
+    recipe = plan(corpus, Budget(60, "cpu", 1), speed)
+    assert recipe.shape == "m" and recipe.model["d_model"] == 256
+    assert recipe.planned_updates == int(3600 * 1.483)
+    assert "2,500 updates" in recipe.reasons[2]
+    # 35 minutes: 1,819 updates of m, 2,228 of s: too few of either
+    assert plan(corpus, Budget(35, "cpu", 1), speed).shape == "xs"
+    bigger = CorpusFacts(40_000, 5.89, 5.74, 13, 13, 170, "en", "de")
+    asked.clear()
+    assert plan(bigger, Budget(60, "cpu", 1), speed).shape == "m" and "l" not in asked
