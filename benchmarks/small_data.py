@@ -121,8 +121,8 @@ VARIANTS = {**{f"dropout-{p}": plain_dropout(p) for p in (0.2, 0.3)},
                          lambda r: (r.model["attn_dropout"], r.model["activation_dropout"])
                          == (0.1, 0.1)),
             "word-dropout": (["model.word_dropout=0.1"], lambda r: False),
-            # pre-norm (Nguyen & Salazar 2019, "Transformers without Tears": PreNorm helped their
-            # low-resource pairs, hurt the high-resource one)
+            # pre-norm (Nguyen & Salazar 2019, "Transformers without Tears", report PreNorm
+            # helped their low-resource pairs)
             "pre-norm": (["model.norm_first=true"], lambda r: r.model.get("norm_first", False)),
             # and with twice the peak lr: pre-norm trains stably at higher rates (Xiong et al. 2020)
             "pre-norm-lr-2x": (["model.norm_first=true", "train.lr=2e-3"], lambda r: False),
