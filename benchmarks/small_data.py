@@ -50,6 +50,7 @@ import argparse
 import json
 import os
 import random
+import re
 import shutil
 import statistics
 import sys
@@ -245,6 +246,9 @@ def run_one(lang: str, size: int, system: str, seed: int, corpus: Path, args) ->
         if "dev_bleu" not in result and (out / "config.json").is_file():
             result.update(score_split(system, out, {}, corpus, "valid", out, args.threads))
             done.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+        if "updates" not in result and made_and_planned(out):  # fairseq's, before they were kept
+            result.update(made_and_planned(out))
+            done.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
         return average_last(result, done, out, corpus, args)
     out.parent.mkdir(parents=True, exist_ok=True)
     data = {}
@@ -308,8 +312,13 @@ def _rule(result: Path) -> int:
 
 
 def made_and_planned(out: Path) -> dict:
-    """{"updates": made, "planned_updates": auto's expectation} of an aiayn model folder."""
+    """{"updates": made, "planned_updates": auto's expectation} of an aiayn model folder; of a
+    fairseq run, {"updates": made}, from its training log's last count."""
     found = {}
+    log = out.with_name(out.name + ".log")
+    if (out / "checkpoint_last.pt").is_file() and log.is_file():
+        counts = re.findall(r'"(?:train_)?num_updates": "(\d+)"', log.read_text(errors="replace"))
+        return {"updates": max(map(int, counts))} if counts else {}
     if (out / "metrics.jsonl").is_file():
         lines = (out / "metrics.jsonl").read_text(encoding="utf-8").splitlines()
         found["updates"] = max(json.loads(line).get("step", 0) for line in lines if line.strip())

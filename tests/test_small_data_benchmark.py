@@ -134,3 +134,18 @@ def test_a_model_folder_says_how_many_updates_it_made_and_auto_planned(small_dat
     (tmp_path / "config.json").write_text(json.dumps({"auto": {"planned_updates": 90}}))
     assert small_data.made_and_planned(tmp_path) == {"updates": 100, "planned_updates": 90}
     assert small_data.made_and_planned(tmp_path / "none") == {}
+
+
+def test_a_fairseq_run_says_how_many_updates_it_made_from_its_training_log(small_data, tmp_path):
+    out = tmp_path / "de-5000-fairseq-iwslt-s0-60min"
+    out.mkdir()
+    (out / "checkpoint_last.pt").write_bytes(b"")
+    log = tmp_path / f"{out.name}.log"
+    log.write_text(  # fairseq 0.12's --log-format json lines: per interval, then the epoch's
+        '2026-11-29 20:26:09 | INFO | train_inner | {"epoch": 14, "num_updates": "400", '
+        '"lr": "5e-05"}\n2026-11-29 20:27:06 | INFO | train | {"epoch": 14, '
+        '"train_num_updates": "406", "train_wall": "3605"}\n'
+        "2026-11-29 20:27:06 | INFO | fairseq_cli.train | done training in 3603.6 seconds\n")
+    assert small_data.made_and_planned(out) == {"updates": 406}
+    log.write_text("2026-11-29 19:27:01 | INFO | fairseq_cli.train | started\n")
+    assert small_data.made_and_planned(out) == {}
