@@ -246,8 +246,9 @@ def run_one(lang: str, size: int, system: str, seed: int, corpus: Path, args) ->
         if "dev_bleu" not in result and (out / "config.json").is_file():
             result.update(score_split(system, out, {}, corpus, "valid", out, args.threads))
             done.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
-        if "updates" not in result and made_and_planned(out):  # fairseq's, before they were kept
-            result.update(made_and_planned(out))
+        counted = {} if "updates" in result else made_and_planned(out)  # fairseq's, made before
+        if counted:  # its count was kept
+            result.update(counted)
             done.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
         return average_last(result, done, out, corpus, args)
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -313,7 +314,7 @@ def _rule(result: Path) -> int:
 
 def made_and_planned(out: Path) -> dict:
     """{"updates": made, "planned_updates": auto's expectation} of an aiayn model folder; of a
-    fairseq run, {"updates": made}, from its training log's last count."""
+    fairseq run, {"updates": made}, the highest count its training log gives."""
     found = {}
     log = out.with_name(out.name + ".log")
     if (out / "checkpoint_last.pt").is_file() and log.is_file():
