@@ -73,8 +73,14 @@ def test_train_auto_reads_data_files_given_as_overrides(tmp_path, capsys, monkey
     (tmp_path / "file").write_text("x")
     code, text, err = run(capsys, "train", "auto", "--minutes", 2, "--out", tmp_path / "file" / "m",
                           f"data.train_src={tmp_path / 'a.src'}",
-                          f"data.train_tgt={tmp_path / 'a.tgt'}", *QUICK)
+                          f"data.train_tgt={tmp_path / 'a.tgt'}", *QUICK, "train.lr=2e-3")
     assert "auto: model xs" in text and code != 0
+    # an override of a chosen setting is said beside the reasons, which name the choice; one
+    # auto does not choose (train.threads) is not
+    lines = text.splitlines()
+    said = next(line for line in lines if line.startswith("overrides of auto's choice: "))
+    assert "train.lr 0.0014 -> 0.002" in said and "train.max_steps 1000000 -> 12" in said
+    assert "threads" not in said and any("peak lr 0.0014" in line for line in lines)
     assert not (tmp_path / "file" / "m").exists()
 
 

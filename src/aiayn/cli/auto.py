@@ -55,9 +55,12 @@ def train_auto(args: argparse.Namespace, overrides: list[str]) -> int:
         meta = {"auto": {"rule": RULE, "facts": asdict(facts), "minutes": args.minutes,
                          "why": recipe.reasons, "planned_updates": recipe.planned_updates,
                          "updates_per_s": speeds}}
+    chosen = raw
     raw = apply_overrides(raw, overrides, "train auto")
     for line in reasons:
         print(f"auto: {line}")
+    if changed := _changed(chosen, raw):  # the reasons above name the choice, not these
+        print("overrides of auto's choice: " + ", ".join(changed))
     sys.stdout.flush()
     exp = experiment(raw)
     try:
@@ -67,6 +70,12 @@ def train_auto(args: argparse.Namespace, overrides: list[str]) -> int:
         _write_config(Path(out), raw, meta["auto"]["why"])
     scores = {k: v for k, v in result.metrics.items() if k.startswith("valid_")}
     return report_training(result, "".join(f", {k} {v:.4g}" for k, v in scores.items()))
+
+
+def _changed(chosen: dict[str, Any], raw: dict[str, Any]) -> list[str]:
+    """'section.key old -> new' for each of auto's chosen settings that an override changed."""
+    return [f"{section}.{key} {value} -> {raw[section][key]}" for section in ("model", "data", "train") for key, value in chosen.get(section, {}).items()
+            if raw.get(section, {}).get(key, value) != value]
 
 
 def _source(args: argparse.Namespace, overrides: list[str]) -> dict[str, Any]:
