@@ -128,8 +128,8 @@ VARIANTS = {**{f"dropout-{p}": plain_dropout(p) for p in (0.2, 0.3)},
             # and with twice the peak lr: pre-norm trains stably at higher rates (Xiong et al. 2020)
             "pre-norm-lr-2x": (["model.norm_first=true", "train.lr=2e-3"], lambda r: False),
             # twice the peak lr alone (post-norm, the warmup and clip_norm 1.0 kept): at one thread
-            # an hour buys 3,500-4,800 updates of "m" at 20k-40k pairs, and §5.3's decay has
-            # brought the rate to a third of its peak by then
+            # an hour buys 3,500-5,500 updates of "m" at 20k-40k pairs, and §5.3's decay has
+            # brought the rate to a third to a quarter of its peak by then
             "lr-2x": (["train.lr=2e-3"], lambda r: r.train["lr"] == 2e-3),
             "bpe-dropout+cosine": (["data.bpe_dropout=0.1", "train.lr_schedule=cosine"],
                                    lambda r: False)}

@@ -74,7 +74,9 @@ def train_auto(args: argparse.Namespace, overrides: list[str]) -> int:
 
 def _changed(chosen: dict[str, Any], raw: dict[str, Any]) -> list[str]:
     """'section.key old -> new' for each of auto's chosen settings that an override changed."""
-    return [f"{section}.{key} {value} -> {raw[section][key]}" for section in ("model", "data", "train") for key, value in chosen.get(section, {}).items()
+    return [f"{section}.{key} {value} -> {raw[section][key]}"
+            for section in ("model", "data", "train")
+            for key, value in chosen.get(section, {}).items()
             if raw.get(section, {}).get(key, value) != value]
 
 
