@@ -79,8 +79,8 @@ def test_train_auto_reads_data_files_given_as_overrides(tmp_path, capsys, monkey
     # auto does not choose (train.threads) is not
     lines = text.splitlines()
     said = next(line for line in lines if line.startswith("overrides of auto's choice: "))
-    assert "train.lr 0.0014 -> 0.002" in said and "train.max_steps 1000000 -> 12" in said
-    assert "threads" not in said and any("peak lr 0.0014" in line for line in lines)
+    assert "train.lr 0.0028 -> 0.002" in said and "train.max_steps 1000000 -> 12" in said
+    assert "threads" not in said and any("peak lr 0.0028" in line for line in lines)
     assert not (tmp_path / "file" / "m").exists()
 
 
