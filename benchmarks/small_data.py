@@ -129,7 +129,8 @@ VARIANTS = {**{f"dropout-{p}": plain_dropout(p) for p in (0.2, 0.3)},
             "pre-norm-lr-2x": (["model.norm_first=true", "train.lr=2e-3"], lambda r: False),
             # twice the peak lr alone (post-norm, the warmup and clip_norm 1.0 kept): at one thread
             # an hour buys 3,500-5,500 updates of "m" at 20k-40k pairs, and §5.3's decay has
-            # brought the rate to a third to a quarter of its peak by then
+            # brought the rate to a third to a quarter of its peak by then; rule 5 took it (the
+            # knob is then auto's own choice at d_model 256, and skipped)
             "lr-2x": (["train.lr=2e-3"], lambda r: r.train["lr"] == 2e-3),
             "bpe-dropout+cosine": (["data.bpe_dropout=0.1", "train.lr_schedule=cosine"],
                                    lambda r: False)}
