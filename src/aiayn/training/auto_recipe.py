@@ -100,10 +100,11 @@ LABEL_SMOOTHING = 0.1  # §5.4; Table 3's (D) rows: 0 or 0.2 change < 0.5 BLEU
 # Peak learning rate at d_model 256, x sqrt(256 / d_model) for other widths (§5.3's d^-0.5).
 # Rule 5: 2e-3, twice gettext-small's 1e-3 (rules 1-4). An hour on one CPU thread buys 3,500-9,000
 # updates here, and §5.3's step^-0.5 decay has brought the rate to a quarter to a third of its
-# peak by then. On rule 4's choice, 2e-3 gained dev BLEU at every size measured (en-de, 60
-# minutes, 1 thread, one seed each; RESULTS.md, 2026-11-29 and -30): 20k pairs +3.5 (38.1 vs
-# 34.6), 40k +2.5 (45.2 vs 42.6, in 4,336 updates to 4,755), 5k level (21.7 vs 21.8, chrF +0.2);
-# with pre-norm it gained only +0.4 at 20k. Unmeasured on "xs" (2.8e-3 by the d^-0.5 rule).
+# peak by then. On rule 4's choice, 2e-3 gained dev BLEU at 20k and 40k pairs and was level at 5k
+# (en-de, 60 minutes, 1 thread, one seed each; RESULTS.md, 2026-11-29 and -30): 20k +3.5 (38.1
+# vs 34.6), 40k +2.5 (45.2 vs 42.6, in 4,336 updates to 4,755), 5k -0.1 (21.7 vs 21.8, chrF
+# +0.2); with pre-norm it gained only +0.4 at 20k. Unmeasured: "xs" (2.8e-3 by the d^-0.5 rule)
+# and the longer runs a GPU's hour buys (at 4,000 warmup updates §5.3's formula peaks at 1e-3).
 LR_AT_256 = 2e-3
 # Warmup: 7% of the expected updates (100-4,000): gettext-small's 400 were 6.4% of the 6,253
 # updates it made in an hour on 20k pairs, auto's 600 7% of 8,291 (RESULTS.md, "Small corpora at
@@ -296,10 +297,9 @@ def plan(facts: CorpusFacts, budget: Budget, speed: Speed | None = None) -> Reci
         f"dropout {dropout}: follows the passes the budget allows (Table 3: under one pass it "
         f"only slows learning; 0.1 up to {DROPOUT_FLAT_TO} passes, then more, to fairseq's IWSLT "
         "0.3; 0.2 was best at ~50 passes of 20k pairs in an hour)",
-        f"peak lr {lr:g} after {warmup} warmup updates (§5.3's d_model^-0.5, "
-        f"{LR_AT_256:g} at 256), label "
-        f"smoothing {LABEL_SMOOTHING} (§5.4), a checkpoint every {every} updates, the last "
-        f"{KEEP_LAST_N} kept for averaging (§6.1)",
+        f"peak lr {lr:g} after {warmup} warmup updates (§5.3's d_model^-0.5, {LR_AT_256:g} at "
+        f"256), label smoothing {LABEL_SMOOTHING} (§5.4), a checkpoint every {every} updates, the "
+        f"last {KEEP_LAST_N} kept for averaging (§6.1)",
     ]
     return Recipe(shape, model, data, train, planned, round(epochs, 2), why)
 
