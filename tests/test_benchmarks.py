@@ -74,3 +74,12 @@ def test_vs_ctranslate2_runs_every_system_asked_for_on_a_tiny_model(tmp_path):
     assert all(r["median_s"] > 0 and 0 <= r["bleu"] <= 100 and r["sentences"] == (8 if r["batch"] == 64 else 2)
                for r in rows)
     assert "| greedy | 64 | ctranslate2 fp32 2x1 |" in done.stdout
+
+
+def test_collate_speed_times_both_ways_on_the_same_batches(monkeypatch, capsys):
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    module = runpy.run_path(str(FOLDER / "collate_speed.py"), run_name="benchmark_under_test")
+    out = module["main"](["--rounds", "2", "--pairs", "400", "--batches", "2", "--sizes", "300"])
+    assert set(out) == {300} and len(out[300]["ratios"]) == 2
+    assert all(v > 0 for v in out[300]["list"] + out[300]["packed"])
+    assert "list / packed" in capsys.readouterr().out

@@ -5,7 +5,7 @@ import random
 import pytest
 import torch
 
-from aiayn.data.batching import Batch, collate, token_batches
+from aiayn.data.batching import Batch, PackedPairs, collate, token_batches
 from aiayn.data.special import BOS, EOS, PAD
 from aiayn.errors import UserError
 from aiayn.masks import padding_mask
@@ -117,3 +117,28 @@ def test_batches_feed_collate_within_budget():
     for b in token_batches(lengths, max_tokens=300, seed=0):
         batch = collate([examples[i] for i in b])
         assert (batch.src.size(1) + batch.tgt_in.size(1)) * len(batch) <= 300
+
+
+@pytest.mark.parametrize("pad_id", [PAD, 99])
+def test_packed_pairs_collate_as_the_lists_do(pad_id):
+    """PackedPairs.collate (the training stream's) is collate() tensor for tensor: ids, padding,
+    <s>/</s>, dtypes, the host's target count and index; over batches cut as training cuts them,
+    with empty sources and targets, a batch of one and a corpus holding no source id at all."""
+    rng = random.Random(0)
+    pairs = [([rng.randint(4, 50) for _ in range(rng.randint(0, 12))],
+              [rng.randint(4, 50) for _ in range(rng.randint(0, 12))]) for _ in range(300)]
+    packed = PackedPairs(pairs, pad_id=pad_id, bos_id=BOS, eos_id=EOS)
+    lengths = [(len(s), len(t) + 1) for s, t in pairs]
+    cuts = [b for budget in (20, 100, 1000) for b in token_batches(lengths, budget, seed=1)]
+    cuts += [[i] for i in range(5)] + [[i for i, (s, _) in enumerate(pairs) if not s]]
+    no_source = PackedPairs([([], t) for _, t in pairs[:9]], pad_id=pad_id)
+    for ids, cut, corpus in [(pairs, c, packed) for c in cuts] + [
+            ([([], t) for _, t in pairs[:9]], [0, 4, 8], no_source)]:
+        want, got = collate([ids[i] for i in cut], pad_id), corpus.collate(cut)
+        for name in ("src", "tgt_in", "tgt_out", "tgt_index"):
+            a, b = getattr(want, name), getattr(got, name)
+            assert a.dtype == b.dtype and torch.equal(a, b), (name, cut)
+        assert got.tgt_count == want.tgt_count and got.pad_id == pad_id
+    assert len(packed) == 300
+    with pytest.raises(UserError, match="no examples"):
+        packed.collate([])

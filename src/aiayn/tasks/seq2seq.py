@@ -29,7 +29,7 @@ from torch import nn
 from aiayn.config import Config, _fail
 from aiayn.config.experiment import Experiment, load_experiment
 from aiayn.convert.hf_original import repeated_ids
-from aiayn.data.batching import collate, token_batches
+from aiayn.data.batching import PackedPairs, collate, token_batches
 from aiayn.data.parallel import Pair, filter_long, read_parallel
 from aiayn.data.special import EOS, PAD
 from aiayn.data.tokenizer import Tokenizer
@@ -187,8 +187,9 @@ def pair_batches(ids: Sequence[tuple[list[int], list[int]]], max_tokens: int, se
     """§5.1: batches of pairs of similar length, ~max_tokens (source + target) each, reshuffled
     every epoch (seed + epoch)."""
     lengths = [(len(s), len(t) + 1) for s, t in ids]
+    packed = PackedPairs(ids)  # collate([ids[i] for i in idx]), in tensor ops
     return BatchStream(plan=lambda epoch: token_batches(lengths, max_tokens, True, seed + epoch),
-                       collate=lambda idx: collate([ids[i] for i in idx]))
+                       collate=packed.collate)
 
 
 def bpe_dropout_batches(tok: Tokenizer, pairs: Sequence[Pair], data: DataConfig, max_len: int,
