@@ -11,7 +11,8 @@ lists of 1 to 40 tokens (the §5.1 buckets cut from them by token_batches, as tr
 the demo's 1,500 tokens, gettext-small's 4,000, the base config's 50,000), the same batches for
 both; each round times one pass over --batches of them per size, the two ways in alternating
 order. Printed: each size's per-batch milliseconds, median (min, max) over the rounds, and the
-median of the per-round ratios list / packed.
+median of the per-round ratios list / packed, and what planning an epoch (token_batches: the
+shuffle, the sort by length, the cuts) costs per batch it gives.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import random
 import statistics
 import time
 
+import numpy as np
 import torch
 
 from aiayn.data.batching import PackedPairs, collate, token_batches
@@ -70,13 +72,21 @@ def main(argv: list[str] | None = None) -> dict:
         for n in args.sizes:
             for way in order:
                 ms[n][way].append(timed(ways[way], cuts[n]))
+    plan_ms = {n: [] for n in args.sizes}  # an epoch's token_batches, per batch it gives
+    size = np.array(lengths, dtype=np.int64)
+    for r in range(args.rounds):
+        for n in args.sizes:
+            start = time.perf_counter()
+            cut = token_batches(size, n, True, r)
+            plan_ms[n].append((time.perf_counter() - start) / len(cut) * 1e3)
     out = {}
     for n in args.sizes:
         ratios = [a / b for a, b in zip(ms[n]["list"], ms[n]["packed"], strict=True)]
         pairs_per = statistics.mean(len(b) for b in cuts[n])
         print(f"{n:>6,} tokens ({pairs_per:,.0f} pairs) a batch: list {spread(ms[n]['list'])} ms, "
-              f"packed {spread(ms[n]['packed'])} ms, list / packed {spread(ratios)}")
-        out[n] = {**ms[n], "ratios": ratios}
+              f"packed {spread(ms[n]['packed'])} ms, list / packed {spread(ratios)}; "
+              f"the epoch's plan {spread(plan_ms[n])} ms a batch")
+        out[n] = {**ms[n], "ratios": ratios, "plan": plan_ms[n]}
     return out
 
 

@@ -72,6 +72,44 @@ def test_without_shuffle_batches_go_from_short_to_long():
     assert firsts == sorted(firsts)
 
 
+def _token_batches_in_lists(lengths, max_tokens, shuffle=True, seed=0):
+    """token_batches as it was written over Python lists (the reference: a stream resumed from a
+    folder made before the arrays must see the same batches)."""
+    rng = random.Random(seed)
+    order = list(range(len(lengths)))
+    if shuffle:
+        rng.shuffle(order)
+    order.sort(key=lambda i: (lengths[i][0], lengths[i][1]))
+    batches, batch, max_src, max_tgt = [], [], 0, 0
+    for i in order:
+        src_len, tgt_len = lengths[i]
+        new_src, new_tgt = max(max_src, src_len), max(max_tgt, tgt_len)
+        if batch and (new_src + new_tgt) * (len(batch) + 1) > max_tokens:
+            batches.append(batch)
+            batch, new_src, new_tgt = [], src_len, tgt_len
+        batch.append(i)
+        max_src, max_tgt = new_src, new_tgt
+    if batch:
+        batches.append(batch)
+    if shuffle:
+        rng.shuffle(batches)
+    return batches
+
+
+@pytest.mark.parametrize("shuffle", [True, False])
+@pytest.mark.parametrize("max_tokens", [1, 7, 60, 1500, 50_000])
+def test_token_batches_are_the_list_implementations(shuffle, max_tokens):
+    """The same batches, in the same order, as the loop over lists they replace: long and short
+    examples mixed (some over the budget alone), ties in length, a budget larger than the data."""
+    rng = random.Random(max_tokens)
+    lengths = [(rng.randint(0, 50), rng.randint(1, 90)) for _ in range(3000)]
+    lengths += [(3, 4)] * 40 + [(200, 1)]
+    for seed in (0, 5):
+        assert token_batches(lengths, max_tokens, shuffle, seed) == \
+            _token_batches_in_lists(lengths, max_tokens, shuffle, seed)
+    assert token_batches([], max_tokens, shuffle) == []
+
+
 def test_bad_budget():
     with pytest.raises(UserError, match="max_tokens"):
         token_batches([(1, 1)], 0)

@@ -19,6 +19,7 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
 
+import numpy as np
 import torch
 from torch import Tensor
 
@@ -31,7 +32,8 @@ def token_batches(lengths: Sequence[tuple[int, int]], max_tokens: int, shuffle: 
                   seed: int = 0) -> list[list[int]]:
     """Group example indices into batches of similar length; each index appears exactly once.
 
-    lengths[i] = (source length, target length) of example i. Every batch satisfies
+    lengths[i] = (source length, target length) of example i (a list of pairs, or an (N, 2)
+    integer array, which a stream that plans every epoch makes once). Every batch satisfies
     ``(max source + max target) * len(batch) <= max_tokens``, except that an example over the
     budget on its own still gets a batch of one. With ``shuffle`` the order of equal-length
     examples and the order of the batches are shuffled, deterministically from ``seed`` (use
@@ -43,24 +45,39 @@ def token_batches(lengths: Sequence[tuple[int, int]], max_tokens: int, shuffle: 
     order = list(range(len(lengths)))
     if shuffle:
         rng.shuffle(order)  # ties in length then fall in a seed-dependent order
-    order.sort(key=lambda i: (lengths[i][0], lengths[i][1]))  # stable sort
-
+    # A stable sort by (source, target) length: np.lexsort's last key is the first one sorted by.
+    # In numpy: this runs for every epoch on the batch thread, beside the GPU's kernel launches
+    # (at 50k tokens a batch the lists' sort and loop cost ~3 ms a batch, the arrays' under 1:
+    # benchmarks/collate_speed.py). The same batches in the same order (tested against the lists').
+    size = np.asarray(lengths, dtype=np.int64).reshape(-1, 2)
+    ordered = np.asarray(order, dtype=np.int64)
+    ordered = ordered[np.lexsort((size[ordered, 1], size[ordered, 0]))]
+    src, tgt = size[ordered, 0], size[ordered, 1]
     batches: list[list[int]] = []
-    batch: list[int] = []
-    max_src = max_tgt = 0
-    for i in order:
-        src_len, tgt_len = lengths[i]
-        new_src, new_tgt = max(max_src, src_len), max(max_tgt, tgt_len)
-        if batch and (new_src + new_tgt) * (len(batch) + 1) > max_tokens:
-            batches.append(batch)
-            batch, new_src, new_tgt = [], src_len, tgt_len
-        batch.append(i)
-        max_src, max_tgt = new_src, new_tgt
-    if batch:
-        batches.append(batch)
+    start, window = 0, 64
+    while start < len(ordered):
+        end = _batch_end(src, tgt, start, window, max_tokens)
+        batches.append(ordered[start:end].tolist())
+        window = 2 * (end - start) + 1  # the next batch is about as long: look that far first
+        start = end
     if shuffle:
         rng.shuffle(batches)
     return batches
+
+
+def _batch_end(src: np.ndarray, tgt: np.ndarray, start: int, window: int, max_tokens: int) -> int:
+    """Where the batch that begins at `start` of the sorted examples ends: before the first
+    example that would take (max source + max target) x examples over max_tokens (never before
+    start + 1). Looks `window` examples ahead, twice as far while none of them is over."""
+    while True:
+        stop = min(len(src), start + window)
+        longest = np.maximum.accumulate(src[start:stop]) + np.maximum.accumulate(tgt[start:stop])
+        over = np.flatnonzero(longest[1:] * np.arange(2, stop - start + 1) > max_tokens)
+        if over.size:
+            return start + 1 + int(over[0])
+        if stop == len(src):
+            return stop
+        window *= 2
 
 
 @dataclass

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import sacrebleu
 from torch import nn
 
@@ -186,7 +187,7 @@ def encode_pairs(tok: Tokenizer, pairs: Sequence[Pair], max_len: int, source_eos
 def pair_batches(ids: Sequence[tuple[list[int], list[int]]], max_tokens: int, seed: int) -> BatchStream:
     """§5.1: batches of pairs of similar length, ~max_tokens (source + target) each, reshuffled
     every epoch (seed + epoch)."""
-    lengths = [(len(s), len(t) + 1) for s, t in ids]
+    lengths = np.array([(len(s), len(t) + 1) for s, t in ids], dtype=np.int64).reshape(-1, 2)
     packed = PackedPairs(ids)  # collate([ids[i] for i in idx]), in tensor ops
     return BatchStream(plan=lambda epoch: token_batches(lengths, max_tokens, True, seed + epoch),
                        collate=packed.collate)
