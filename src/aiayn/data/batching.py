@@ -208,9 +208,10 @@ class PackedPairs:
 
     ``packed.collate(indices)`` is ``collate([pairs[i] for i in indices])``, tensor for tensor
     (tested). It is what the training stream calls for every batch, on the Prefetcher's thread:
-    at the base config's ~1,000 pairs a batch, the lists cost ~25 ms of Python holding the GIL,
-    longer than a GPU's update, and the thread shares the interpreter with the one launching the
-    GPU's kernels (STYLE.md: "a batch padded in Python while the GPU idles")."""
+    at the base config's ~700 pairs a batch (50k tokens) the lists cost ~8 ms of Python holding
+    the GIL on a quiet core (~25 on a loaded one), the packed tensors ~1 ms
+    (benchmarks/collate_speed.py), and the thread shares the interpreter with the one launching
+    the GPU's kernels (STYLE.md: "a batch padded in Python while the GPU idles")."""
 
     def __init__(self, pairs_ids: Sequence[tuple[Sequence[int], Sequence[int]]],
                  pad_id: int = PAD, bos_id: int = BOS, eos_id: int = EOS):
