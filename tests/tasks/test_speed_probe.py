@@ -43,3 +43,45 @@ def test_each_shape_is_timed_over_whole_epochs_of_its_batches_after_one_untimed(
     # the timed epochs took MIN_SECONDS or more, the untimed one came before them
     assert timed / (rate / speed_probe.TRAINER_SHARE) >= speed_probe.MIN_SECONDS * 0.99
     assert probe.seconds > timed / (rate / speed_probe.TRAINER_SHARE)
+
+
+def _windows(rates):
+    """window() for steady_rate: each call times 10 updates at the next of `rates`."""
+    it = iter(rates)
+    calls = []
+
+    def window():
+        calls.append(1)
+        return 10, 10 / next(it)
+    return window, calls
+
+
+def test_on_a_quiet_machine_two_windows_that_agree_are_enough():
+    from aiayn.tasks.speed_probe import steady_rate
+
+    window, calls = _windows([1.00, 1.05, 99.0])
+    rate, timed = steady_rate(window)
+    assert len(calls) == 2 and timed == 20
+    assert math.isclose(rate, 1.025)
+
+
+def test_windows_slowed_by_a_passing_load_are_outvoted_by_two_that_agree():
+    """Rule 5's one window timed m at ~0.6 of its rate beside a run starting on the other core,
+    and auto fell back to a smaller model; the probe now times on until two windows agree."""
+    from aiayn.tasks.speed_probe import steady_rate
+
+    window, calls = _windows([0.50, 0.62, 0.55, 1.00, 0.98, 99.0])
+    rate, timed = steady_rate(window)
+    assert len(calls) == 5 and timed == 50
+    assert math.isclose(rate, 0.99)
+
+
+def test_a_load_that_lasts_every_window_still_shows_and_the_probe_stops():
+    from aiayn.tasks import speed_probe
+
+    rates = [0.8 ** i for i in range(speed_probe.MAX_WINDOWS)]  # each 20% under the one before
+    window, calls = _windows(rates + [99.0])
+    rate, _ = speed_probe.steady_rate(window)
+    assert len(calls) == speed_probe.MAX_WINDOWS  # never agreed: stopped at the cap
+    top = sorted(rates)[-2:]
+    assert math.isclose(rate, sum(top) / 2)

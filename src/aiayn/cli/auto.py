@@ -152,7 +152,7 @@ def _plan(facts, minutes: float, overrides: list[str]):
                        device)
     recipe = plan(facts, budget, probe)
     recipe.reasons[3] += f" (speed measured in {probe.seconds:.0f} s: {len(probe.measured)} " \
-                         "model(s), an epoch of its batches to warm up and one or more timed each)"
+                         "model(s), an epoch of its batches to warm up, then timed until two windows agree)"
     return recipe, {" ".join(map(str, k)): round(v, 3) for k, v in probe.measured.items()}
 
 
