@@ -42,11 +42,12 @@ PROBE_PAIRS = 1000  # random pairs the batches are cut from: ~10-20 batches an e
 # 6.6 updates/s where the runs made 8.9 and 9.3.
 MIN_SECONDS = 2.0
 # Windows are timed until the two fastest agree within AGREE (at most MAX_WINDOWS), and their
-# mean is the rate. One window was rule 5's probe: on 40k en-de pairs, beside a run starting on
-# the other core, it timed shape m at 0.63 updates/s (share included) where runs of m made 1.0-1.2 there
-# (RESULTS.md, 2026-12-01), and auto fell back to the smaller s. A window slowed by a passing
-# load is outvoted by the two that agree; on a quiet machine two windows agree and the probe
-# costs one window more than rule 5's.
+# mean is the rate. Until 2026-12-01 the probe timed one window: on 40k en-de pairs, beside a run
+# starting on the other core, it timed shape m at 0.63 updates/s (share included) where runs of
+# m made 1.0-1.2 there, and auto fell back to the smaller s; timing until two windows agreed, the
+# rerun chose m and planned 0.95x the updates it made (RESULTS.md, 2026-12-01). A window slowed
+# by a passing load is outvoted by two that agree; on a quiet machine two windows agree, one
+# more than before.
 AGREE, MAX_WINDOWS = 0.10, 6
 # A run's updates/s over the probe's (rule 3). Fitted on the hour-long runs, the budget issue 40
 # scores: three probes of each of auto's two 60-minute runs on 20k en-de pairs (d_model 256,
