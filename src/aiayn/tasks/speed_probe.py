@@ -162,8 +162,8 @@ def steady_rate(window: Callable[[], tuple[int, float]]) -> tuple[float, int]:
             a, b = sorted(rates)[-2:]
             if b - a <= AGREE * b:
                 break
-    a, b = sorted(rates)[-2:] if len(rates) >= 2 else rates * 2
-    return (a + b) / 2, timed
+    top = sorted(rates)[-2:]
+    return sum(top) / len(top), timed
 
 
 def _sync(device: torch.device) -> None:
