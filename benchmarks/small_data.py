@@ -139,7 +139,10 @@ VARIANTS = {**{f"dropout-{p}": plain_dropout(p) for p in (0.2, 0.3)},
             # 2019 gained most at their smallest size from fewer merges), smaller updates
             "ls-0.2": (["train.label_smoothing=0.2"], lambda r: r.train["label_smoothing"] == 0.2),
             "vocab-1k": (["data.vocab_size=1000"], lambda r: r.data["vocab_size"] == 1000),
-            "batch-1k": (["train.max_tokens=1000"], lambda r: r.train["max_tokens"] == 1000)}
+            "batch-1k": (["train.max_tokens=1000"], lambda r: r.train["max_tokens"] == 1000),
+            # R-Drop (Liang et al. 2021, tasks/seq2seq_loss.py): alpha 5 as the paper's IWSLT
+            # runs; each update reads its batch twice, so the probe plans half the updates
+            "rdrop-5": (["train.rdrop=5"], lambda r: r.train.get("rdrop", 0) == 5)}
 KNOBS = {**SWAPS, **VARIANTS}
 
 

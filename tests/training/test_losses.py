@@ -147,3 +147,85 @@ def test_padding_a_batch_to_a_multiple_changes_no_loss_nor_gradient(multiple):
     assert loss_p == pytest.approx(loss, rel=1e-6) and sums_p["nll"] == pytest.approx(sums["nll"], rel=1e-6)
     for name, g in grads.items():
         torch.testing.assert_close(grads_p[name], g, rtol=1e-5, atol=1e-9, msg=name)
+
+
+def _rdrop_setup(dropout):
+    from aiayn import Transformer, preset
+    from aiayn.data.batching import collate
+
+    batch = collate([([5, 6, 7, 8, 9], [10, 11]), ([12, 13], [14, 15, 16, 17, 18, 19]),
+                     ([20], [21])])
+    torch.manual_seed(1)
+    model = Transformer(preset("tiny", vocab_size=24, d_model=16, d_ff=32,
+                               dropout=dropout)).double()
+    return model, batch
+
+
+@pytest.mark.parametrize("padded", [False, True])
+def test_rdrop_is_the_mean_of_two_dropout_reads_plus_their_symmetric_kl(padded):
+    """train.rdrop (R-Drop, Liang et al. 2021): in training mode the batch is read twice under
+    two dropout masks; the loss is the mean of the two label-smoothed losses plus alpha / 4 x
+    (KL(P1||P2) + KL(P2||P1)), per target token, with torch's kl_div as the reference; the NLL is
+    the two reads' mean, the accuracy the first read's, the units counted once."""
+    from aiayn.tasks.seq2seq_loss import seq2seq_loss
+
+    model, batch = _rdrop_setup(0.3)
+    batch = batch.padded(8) if padded else batch
+    model.train()
+    torch.manual_seed(7)
+    loss, n, sums = seq2seq_loss(0.1, rdrop=5.0)(model, batch)
+    loss = loss.detach()
+    torch.manual_seed(7)  # the same two masks, read one at a time
+    keep = batch.tgt_out.reshape(-1) != batch.pad_id
+    target = batch.tgt_out.reshape(-1)[keep]
+    with torch.no_grad():
+        reads = [model(batch.src, batch.tgt_in).flatten(0, 1)[keep].float() for _ in range(2)]
+    assert not torch.equal(reads[0], reads[1])  # dropout made them differ
+    ce = [F.cross_entropy(r, target, label_smoothing=0.1, reduction="sum") for r in reads]
+    nll = [F.cross_entropy(r, target, reduction="sum") for r in reads]
+    lp = [r.log_softmax(-1) for r in reads]
+    kl = (F.kl_div(lp[1], lp[0], log_target=True, reduction="sum")
+          + F.kl_div(lp[0], lp[1], log_target=True, reduction="sum"))
+    assert int(n) == 12
+    assert float(loss) == pytest.approx(float((ce[0] + ce[1]) / 2 + 5.0 / 4 * kl), rel=1e-5)
+    assert float(sums["nll"]) == pytest.approx(float((nll[0] + nll[1]) / 2), rel=1e-5)
+    assert int(sums["accuracy"]) == int((reads[0].argmax(-1) == target).sum())
+
+
+def test_rdrop_reads_once_in_evaluation_and_changes_nothing_without_dropout():
+    """Validation (eval mode) reads the batch once: the loss is the plain one. In training with
+    dropout 0 the two reads agree, their KL is 0, and loss and gradients are the plain loss's."""
+    from aiayn.tasks.seq2seq_loss import seq2seq_loss
+
+    model, batch = _rdrop_setup(0.3)
+    model.eval()
+    calls = []
+    hook = model.register_forward_hook(lambda *_: calls.append(1))
+    with torch.no_grad():
+        plain = seq2seq_loss(0.1)(model, batch)[0]
+        rdrop = seq2seq_loss(0.1, rdrop=5.0)(model, batch)[0]
+    hook.remove()
+    assert len(calls) == 2 and float(rdrop) == float(plain)
+
+    model, batch = _rdrop_setup(0.0)
+    model.train()
+    grads = []
+    for alpha in (0.0, 5.0):
+        model.zero_grad()
+        loss = seq2seq_loss(0.1, rdrop=alpha)(model, batch)[0]
+        loss.backward()
+        grads.append((float(loss.detach()), [p.grad.clone() for p in model.parameters()]))
+    assert grads[1][0] == pytest.approx(grads[0][0], rel=1e-9)
+    for g, g0 in zip(grads[1][1], grads[0][1], strict=True):
+        torch.testing.assert_close(g, g0, rtol=1e-6, atol=1e-12)
+
+
+def test_rdrop_must_be_non_negative_and_is_for_seq2seq_only():
+    from aiayn.config.experiment import load_experiment
+    from aiayn.errors import UserError
+
+    with pytest.raises(Exception, match="rdrop=-1"):
+        TrainConfig(rdrop=-1.0)
+    assert load_experiment("demo", ["train.rdrop=5"], task="seq2seq").train.rdrop == 5.0
+    with pytest.raises(UserError, match="train.rdrop=5.0: R-Drop trains seq2seq models only"):
+        load_experiment("lm", ["train.rdrop=5"], task="language_model")

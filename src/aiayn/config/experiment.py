@@ -271,6 +271,9 @@ def experiment_from_dict(raw: dict[str, Any], task: Family, where: str = "config
         resolve_device(train.device)
     except ConfigError as e:
         raise UserError(f"{where}: train: {e}") from None
+    if train.rdrop and task.task != "seq2seq":  # its two reads are in tasks/seq2seq_loss.py
+        raise UserError(f"{where}: train.rdrop={train.rdrop}: R-Drop trains seq2seq models only, "
+                        f"not {task.task}")
     out = raw.get("out")
     if out is not None and not isinstance(out, str):
         raise UserError(f"{where}: out={out!r}: must be a folder path")

@@ -68,6 +68,10 @@ class TrainConfig(Config):
     clip_norm: float | None = field(default=None, metadata={
         "help": "not in the paper; gradient norm clipping when set"})
     label_smoothing: float = field(default=0.1, metadata={"help": "§5.4: eps_ls = 0.1"})
+    # Not in the paper: R-Drop (Liang et al. 2021; tasks/seq2seq_loss.py), translation only
+    rdrop: float = field(default=0.0, metadata={
+        "help": "R-Drop's alpha: each batch read twice under two dropout masks, plus alpha/4 x "
+                "their symmetric KL per token (~2x an update's compute); 0 = off; seq2seq only"})
     seed: int = field(default=0, metadata={"help": "initialisation, shuffling, dropout"})
     deterministic: bool = field(default=False, metadata={
         "help": "torch.use_deterministic_algorithms: bitwise-reproducible runs"})
@@ -160,6 +164,8 @@ class TrainConfig(Config):
         if not 0.0 <= self.final_checkpoint_spacing < 1.0 / timed:
             _fail("final_checkpoint_spacing", self.final_checkpoint_spacing,
                   f"must be in [0, 1/min(keep_last_n, {FINAL_CHECKPOINTS})) = [0, {1.0 / timed:.3g})")
+        if self.rdrop < 0:
+            _fail("rdrop", self.rdrop, "must be non-negative")
         if self.weight_decay < 0:
             _fail("weight_decay", self.weight_decay, "must be non-negative")
         if self.min_lr < 0:

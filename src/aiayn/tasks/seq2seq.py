@@ -343,7 +343,7 @@ def train(exp: Experiment, resume: bool = False, out: str | Path | None = None,
                                           cfg.max_tokens, cfg.seed)
         else:
             batches = pair_batches(train_ids, cfg.max_tokens, cfg.seed)
-        loss_fn = seq2seq_loss(cfg.label_smoothing, counted_once)
+        loss_fn = seq2seq_loss(cfg.label_smoothing, counted_once, cfg.rdrop)
         result = Trainer(model, cfg, batches, loss_fn, run, family=FAMILY, meta=meta,
                          evaluate=evaluate).fit()
         device = next(model.parameters()).device  # where the Trainer left it

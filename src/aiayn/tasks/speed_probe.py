@@ -111,7 +111,7 @@ class SpeedProbe:
             device = torch.device(self.device)
             torch.manual_seed(0)
             model = Transformer(cfg).to(device).train()
-            net = distributed.LossModule(model, seq2seq_loss(0.1))
+            net = distributed.LossModule(model, seq2seq_loss(0.1, rdrop=self.train.rdrop))
             optimizer = make_optimizer(model, self.train, device)
             precision, _ = resolve_precision(self.train.precision, str(device))
             dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(precision)
