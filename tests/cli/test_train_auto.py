@@ -115,3 +115,28 @@ def test_bad_input_is_one_line_exit_2(case, words, corpus, tmp_path, capsys):
     message = [line for line in err.splitlines() if line.strip()]
     assert len(message) == 1 and all(w in message[0] for w in words), err
     assert not (tmp_path / "m").exists()
+
+
+def test_the_speed_probe_times_the_r_drop_the_run_is_given(monkeypatch):
+    """train.rdrop=5 over auto's choice reads each batch twice: the probe that plans the run's
+    updates (and from them its dropout and warmup) is given it, and so times those updates."""
+    from aiayn.cli import auto
+    from aiayn.tasks import speed_probe
+    from aiayn.training.auto_recipe import facts_of
+
+    given = []
+
+    class Probe:
+        def __init__(self, lengths, train, device):
+            given.append(train)
+            self.measured, self.seconds = {}, 0.0
+
+        def __call__(self, shape, vocab, tokens):
+            self.measured[(shape, vocab, tokens)] = 5.0
+            return 5.0
+
+    monkeypatch.setattr(speed_probe, "SpeedProbe", Probe)
+    facts = facts_of(digit_pairs(1100, 1))
+    auto._plan(facts, 10, ["train.threads=1"])
+    auto._plan(facts, 10, ["train.threads=1", "train.rdrop=5"])
+    assert [t.rdrop for t in given] == [0.0, 5.0]

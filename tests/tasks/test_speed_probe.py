@@ -85,3 +85,11 @@ def test_a_load_that_lasts_every_window_still_shows_and_the_probe_stops():
     assert len(calls) == speed_probe.MAX_WINDOWS  # never agreed: stopped at the cap
     top = sorted(rates)[-2:]
     assert math.isclose(rate, sum(top) / 2)
+
+
+def test_r_drop_updates_read_each_batch_twice_and_measure_slower():
+    """train.rdrop: an update reads its batch twice (two forward and backward passes): whatever
+    the machine's load, the probe cannot time it faster than the plain update."""
+    plain = SpeedProbe((6.0, 6.5), TrainConfig(threads=1, precision="fp32"), pairs=300)
+    twice = SpeedProbe((6.0, 6.5), TrainConfig(threads=1, precision="fp32", rdrop=5.0), pairs=300)
+    assert twice("xs", 1000, 1500) < plain("xs", 1000, 1500)
