@@ -134,14 +134,15 @@ VARIANTS = {**{f"dropout-{p}": plain_dropout(p) for p in (0.2, 0.3)},
             "lr-2x": (["train.lr=2e-3"], lambda r: r.train["lr"] == 2e-3),
             "bpe-dropout+cosine": (["data.bpe_dropout=0.1", "train.lr_schedule=cosine"],
                                    lambda r: False),
-            # untried at 5k pairs, where the regularisers above moved dev BLEU within the seed's
-            # noise: twice §5.4's label smoothing, half the BPE vocabulary (Sennrich & Zhang
-            # 2019 gained most at their smallest size from fewer merges), smaller updates
+            # at 5k pairs, where the regularisers above moved dev BLEU within the seed's noise:
+            # twice §5.4's label smoothing, half the BPE vocabulary (Sennrich & Zhang 2019 gained
+            # most at their smallest size from fewer merges), smaller updates; the first two
+            # within the noise too (RESULTS.md, 2026-12-02), batch-1k not yet run
             "ls-0.2": (["train.label_smoothing=0.2"], lambda r: r.train["label_smoothing"] == 0.2),
             "vocab-1k": (["data.vocab_size=1000"], lambda r: r.data["vocab_size"] == 1000),
             "batch-1k": (["train.max_tokens=1000"], lambda r: r.train["max_tokens"] == 1000),
             # R-Drop (Liang et al. 2021, tasks/seq2seq_loss.py): alpha 5 as the paper's IWSLT
-            # runs; each update reads its batch twice, so the probe plans half the updates
+            # runs; each update reads its batch twice, and the probe times it so
             "rdrop-5": (["train.rdrop=5"], lambda r: r.train.get("rdrop", 0) == 5)}
 KNOBS = {**SWAPS, **VARIANTS}
 
