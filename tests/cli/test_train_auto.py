@@ -92,6 +92,7 @@ def test_train_auto_reads_data_files_given_as_overrides(tmp_path, capsys, monkey
     ("no minutes", ["needs --minutes"]),
     ("not a corpus", ["no train.src and train.tgt"]),
     ("without auto", ["--corpus and --minutes go with `aiayn train auto`"]),
+    ("bad rdrop", ["rdrop='abc'", "must be float"]),
 ])
 def test_bad_input_is_one_line_exit_2(case, words, corpus, tmp_path, capsys):
     args = ["train", "auto", "--corpus", corpus, "--minutes", 30, "--out", tmp_path / "m", *QUICK]
@@ -108,6 +109,8 @@ def test_bad_input_is_one_line_exit_2(case, words, corpus, tmp_path, capsys):
         args[4:6] = []
     elif case == "not a corpus":
         args[3] = tmp_path
+    elif case == "bad rdrop":  # read by the speed probe's config, before any training
+        args.append("train.rdrop=abc")
     else:
         args[1] = "demo"
     code, out, err = run(capsys, *args)

@@ -149,7 +149,7 @@ def _plan(facts, minutes: float, overrides: list[str]):
     # measured when first asked for: a corpus too small or a bad --minutes is refused before
     probe = SpeedProbe((facts.src_mean * PIECES_PER_WORD, facts.tgt_mean * PIECES_PER_WORD),
                        TrainConfig(threads=threads, precision=str(train.get("precision", "auto")),
-                                   rdrop=float(train.get("rdrop", 0.0))),  # R-Drop reads twice
+                                   rdrop=train.get("rdrop", 0.0)),  # R-Drop reads twice
                        device)
     recipe = plan(facts, budget, probe)
     recipe.reasons[3] += f" (speed measured in {probe.seconds:.0f} s: {len(probe.measured)} " \
