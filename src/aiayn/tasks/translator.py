@@ -130,16 +130,22 @@ class Translator:
                 "forced_first_id": s.get("forced_bos"), "counted_once": repeated_ids(self.meta)}
 
     @classmethod
-    def load(cls, folder: str | Path, device: str | torch.device = "cpu",
+    def load(cls, folder: str | Path | Sequence[str | Path], device: str | torch.device = "cpu",
              checkpoint: int | None = None, engine: str = "torch",
              **engine_options: Any) -> Translator:
         """The model folder's translator; with `checkpoint`, the weights of that saved step.
         engine="ctranslate2": translate() decodes with CTranslate2 (the folder's ctranslate2/
         directory, exported on first use; engine_options: compute_type, inter_threads,
         intra_threads, as aiayn.convert.ctranslate2_dir.load_translator takes them): the
-        PyTorch model is then built only if something needs it (score, cross_attention)."""
+        PyTorch model is then built only if something needs it (score, cross_attention).
+        Several folders, or a folder of an ensemble (ensemble.json): load_ensemble."""
         if engine not in ENGINES:
             raise UserError(f"engine={engine!r}: torch or ctranslate2")
+        members = ensemble_members(folder)
+        if members is not None:  # several folders, or a folder of an ensemble
+            return cls.load_ensemble(members, device, checkpoint=checkpoint, engine=engine)
+        if not isinstance(folder, (str, Path)):  # a list of one folder
+            folder = folder[0]
         if engine == "torch":
             model, meta = load_model(folder, device, expect=FAMILY, checkpoint=checkpoint)
             config = model.config
@@ -158,6 +164,35 @@ class Translator:
                                              str(device), **engine_options)
         return translator
 
+    @classmethod
+    def load_ensemble(cls, folders: Sequence[str | Path], device: str | torch.device = "cpu",
+                      checkpoint: int | None = None, engine: str = "torch") -> Translator:
+        """One translator over several model folders (aiayn.generation.ensemble): the mean of
+        their next-token distributions at every step. They must hold one tokenizer (trained on
+        one corpus with one vocabulary size) and the same special ids; the first folder's
+        settings (meta) are the translator's."""
+        if engine != "torch":
+            raise UserError(f"engine={engine}: an ensemble decodes with aiayn's own search "
+                            "(--engine torch) alone")
+        if checkpoint is not None:
+            raise UserError("--checkpoint picks one folder's weights: give it for a single model, "
+                            "not an ensemble")
+        from aiayn.generation.ensemble import Ensemble
+
+        first = cls.load(folders[0], device)
+        models = [first.model]
+        for folder in folders[1:]:
+            other = cls.load(folder, device)
+            if other.tokenizer.to_json() != first.tokenizer.to_json():
+                raise UserError(f"{folder}: its tokenizer differs from {folders[0]}'s: the models "
+                                "of an ensemble must share one (one corpus, one data.vocab_size)")
+            if other.special != first.special or other.meta.get("source_eos") != \
+                    first.meta.get("source_eos"):
+                raise UserError(f"{folder}: its special ids or source markers differ from "
+                                f"{folders[0]}'s")
+            models.append(other.model)
+        return cls(Ensemble(models), first.tokenizer, device, first.meta)
+
     def to_precision(self, precision: str) -> Translator:
         """Decode with the model in `precision` from now on (aiayn.nn.precision): fp32 (as it
         is), bf16 (a copy with bf16 weights) or int8 (a copy with int8 Linear layers; an fp32
@@ -168,12 +203,21 @@ class Translator:
 
     def save(self, folder: str | Path) -> Path:
         """Write a model folder (config, weights, tokenizer) that Translator.load reads back."""
+        self._single("saved as one model folder")
         if self.precision != "fp32":
             raise UserError(f"a translator decoding in {self.precision} is not saved (its "
                             "weights are a reduced-precision copy); save the fp32 one")
         save_model(folder, FAMILY, self.model, self.meta)
         self.tokenizer.save(folder)
         return Path(folder)
+
+    def _single(self, what: str) -> None:
+        """Refuse `what` for an ensemble: it is one model's."""
+        from aiayn.generation.ensemble import Ensemble
+
+        if isinstance(self._model, Ensemble):
+            raise UserError(f"an ensemble of {len(self._model.members)} models is not {what}: "
+                            "use one of its folders")
 
     def search_options(self, beam: int | None = None, alpha: float | None = None,
                        length_penalty: str | None = None, early_stopping: str | None = None,
@@ -290,6 +334,7 @@ class Translator:
         first input: BART's is </s>), then the translation's subwords (§3.1: shifted right; row
         t is where output token t+1 is chosen).
         """
+        self._single("asked for its attention")
         if translation is None:
             translation = self.translate([source], beam=1)[0]
         tok = self.tokenizer
@@ -314,6 +359,33 @@ MIN_LENGTH = 1
 # §6.1's search, for models whose folder names no other (Translator.search_options)
 SEARCH_DEFAULTS: dict[str, Any] = {"beam": 4, "alpha": 0.6, "length_penalty": "gnmt",
                                    "early_stopping": "exact", "no_repeat_ngram_size": 0}
+
+
+ENSEMBLE_FILE = "ensemble.json"  # a folder of an ensemble: {"members": [relative folders]}
+
+
+def ensemble_members(folder: str | Path | Sequence[str | Path]) -> list[Path] | None:
+    """The member folders of an ensemble: the folders given (two or more), or those an
+    ensemble folder's ensemble.json lists (relative to it, as `aiayn train auto` writes them);
+    None for one model folder."""
+    if not isinstance(folder, (str, Path)):
+        folders = [Path(f) for f in folder]
+        if len(folders) == 1:
+            return ensemble_members(folders[0]) or None
+        return [m for f in folders for m in (ensemble_members(f) or [f])]
+    path = Path(folder) / ENSEMBLE_FILE
+    if not path.is_file():
+        return None
+    import json
+
+    try:
+        listed = json.loads(path.read_text(encoding="utf-8"))["members"]
+        if not isinstance(listed, list) or not listed or \
+                not all(isinstance(m, str) for m in listed):
+            raise ValueError("members must be a list of folder names")
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise UserError(f"{path}: not a valid ensemble file ({e})") from None
+    return [Path(folder) / m for m in listed]
 
 
 def import_hf_marian(folder: str | Path, out: str | Path) -> Translator:
@@ -355,4 +427,4 @@ def _import_hf(kind: str, folder: str | Path, out: str | Path,
     return translator
 
 
-__all__ = ["Translator", "import_hf_bart", "import_hf_marian", "import_hf_t5"]
+__all__ = ["ENSEMBLE_FILE", "Translator", "ensemble_members", "import_hf_bart", "import_hf_marian", "import_hf_t5"]
