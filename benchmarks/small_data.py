@@ -192,15 +192,25 @@ def train_aiayn(system: str, corpus: Path, out: Path, seed: int, args) -> str:
     shutil.rmtree(out, ignore_errors=True)
     peer.run([sys.executable, "-m", "aiayn", *cmd], env=peer.thread_env(args.threads),
              log=out.with_name(out.name + ".log"))
-    if system.startswith("auto"):  # the choice, as written in the model folder
+    if system.startswith("auto"):  # the choice, as written in the model folder (an
+        # ensemble's: in each of its models' folders)
         import yaml
-        c = yaml.safe_load((out / "auto.yaml").read_text(encoding="utf-8"))
+        members = [out / m for m in _members(out)] or [out]
+        c = yaml.safe_load((members[0] / "auto.yaml").read_text(encoding="utf-8"))
         m, t = c["model"], c["train"]
+        ensemble = f", an ensemble of {len(members)} x {t['max_minutes']:g} min" \
+            if len(members) > 1 else ""
         return (f"d_model {m['d_model']}, {m['n_heads']} heads, d_ff {m['d_ff']}, "
                 f"{m['n_layers']}+{m['n_layers']}, dropout {m['dropout']}, BPE "
                 f"{c['data']['vocab_size']:,}, {t['max_tokens']:,} tokens, lr {t['lr']:g} / "
-                f"{t['warmup_steps']} warmup")
+                f"{t['warmup_steps']} warmup{ensemble}")
     return SETTINGS[system]
+
+
+def _members(out: Path) -> list[str]:
+    """The model folders of an ensemble that `aiayn train auto` wrote in `out` ([]: one model)."""
+    listed = out / "ensemble.json"
+    return json.loads(listed.read_text(encoding="utf-8"))["members"] if listed.is_file() else []
 
 
 def train_fairseq(corpus: Path, out: Path, seed: int, args) -> dict:
@@ -291,17 +301,23 @@ def average_last(result: dict, done: Path, out: Path, corpus: Path, args) -> dic
     average, training/averaging.py), kept in the result as dev_lastK; each scored once. A
     checkpoint holds the running average at its step, so this widens the average's window to
     the span of the K checkpoints (auto saves every 1/10 of the run, gettext-small every 500
-    updates). A run with fewer than K checkpoints is left out for that K."""
+    updates); of an ensemble, each model's. A run with fewer than K checkpoints is left out for
+    that K."""
     from aiayn.folder.format import list_checkpoints
 
-    if result["system"] == "fairseq-iwslt" or not (out / "checkpoints").is_dir():
+    members = _members(out) or [""]  # an ensemble: each of its models averaged so
+    if result["system"] == "fairseq-iwslt" or not (out / members[0] / "checkpoints").is_dir():
         return result
-    saved = len(list_checkpoints(out))
+    saved = min(len(list_checkpoints(out / m)) for m in members)
     for k in [k for k in args.average_last or [] if f"dev_last{k}" not in result and k <= saved]:
         averaged = out.with_name(f"{out.name}-last{k}")
         shutil.rmtree(averaged, ignore_errors=True)
-        peer.run([sys.executable, "-m", "aiayn", "average", "--model", out, "--last", k,
-                  "--out", averaged], env=peer.thread_env(args.threads))
+        for m in members:
+            peer.run([sys.executable, "-m", "aiayn", "average", "--model", out / m, "--last", k,
+                      "--out", averaged / m], env=peer.thread_env(args.threads))
+        if m:
+            (averaged / "ensemble.json").write_text(json.dumps({"members": members}),
+                                                    encoding="utf-8")
         scores = score_split(result["system"], averaged, {}, corpus, "valid", averaged,
                              args.threads)
         result[f"dev_last{k}"] = [scores["dev_bleu"], scores["dev_chrf"]]
@@ -328,8 +344,13 @@ def _rule(result: Path) -> int:
 
 
 def made_and_planned(out: Path) -> dict:
-    """{"updates": made, "planned_updates": auto's expectation} of an aiayn model folder; of a
-    fairseq run, {"updates": made}, the highest count its training log gives."""
+    """{"updates": made, "planned_updates": auto's expectation} of an aiayn model folder (of an
+    ensemble: summed over its models); of a fairseq run, {"updates": made}, the highest count
+    its training log gives."""
+    if members := _members(out):
+        counts = [made_and_planned(out / m) for m in members]
+        return {k: sum(c[k] for c in counts) for k in ("updates", "planned_updates")
+                if all(k in c for c in counts)}
     found = {}
     log = out.with_name(out.name + ".log")
     if (out / "checkpoint_last.pt").is_file() and log.is_file():

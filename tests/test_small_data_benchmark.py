@@ -89,13 +89,16 @@ def test_small_data_quick_runs_the_aiayn_systems_and_resumes(tmp_path):
         assert f"| en-de 1,200 | {system} |" in done.stdout
         result = json.loads((tmp_path / "results" / f"de-1200-{system}-s0-1min.json").read_text())
         assert {"bleu", "chrf", "dev_bleu", "dev_chrf"} <= set(result)  # test and dev scored
-        # the model by its budget too: a shorter look never deletes a longer run's model
-        assert (tmp_path / "models" / f"de-1200-{system}-s0-1min" / "config.json").is_file()
+        # the model by its budget too: a shorter look never deletes a longer run's model (auto:
+        # an ensemble of 2 at this many passes, 1,200 pairs a minute, in one folder)
+        model = tmp_path / "models" / f"de-1200-{system}-s0-1min"
+        assert (model / ("ensemble.json" if system == "auto" else "config.json")).is_file()
     again = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     assert again.returncode == 0 and "$ " not in again.stdout  # nothing trained again
     # --average-last on the finished runs: averaged and scored on the dev split, not trained
     auto = tmp_path / "results" / "de-1200-auto-s0-1min.json"
-    saved = len(list((tmp_path / "models" / "de-1200-auto-s0-1min" / "checkpoints").iterdir()))
+    saved = min(len(list((tmp_path / "models" / "de-1200-auto-s0-1min" / member /
+                          "checkpoints").iterdir())) for member in ("member-1", "member-2"))
     assert saved >= 2  # auto saves every 1/10 of its expected updates
     averaged = subprocess.run([*cmd, "--average-last", "2", str(saved + 1)], capture_output=True,
                               text=True, timeout=600)
@@ -134,6 +137,14 @@ def test_a_model_folder_says_how_many_updates_it_made_and_auto_planned(small_dat
     (tmp_path / "config.json").write_text(json.dumps({"auto": {"planned_updates": 90}}))
     assert small_data.made_and_planned(tmp_path) == {"updates": 100, "planned_updates": 90}
     assert small_data.made_and_planned(tmp_path / "none") == {}
+    # an ensemble's folder: its models' counts summed
+    for member, (made, planned) in {"member-1": (100, 90), "member-2": (80, 90)}.items():
+        (tmp_path / "e" / member).mkdir(parents=True)
+        (tmp_path / "e" / member / "metrics.jsonl").write_text(f'{{"step": {made}}}\n')
+        (tmp_path / "e" / member / "config.json").write_text(
+            json.dumps({"auto": {"planned_updates": planned}}))
+    (tmp_path / "e" / "ensemble.json").write_text('{"members": ["member-1", "member-2"]}')
+    assert small_data.made_and_planned(tmp_path / "e") == {"updates": 180, "planned_updates": 180}
 
 
 def test_a_fairseq_run_says_how_many_updates_it_made_from_its_training_log(small_data, tmp_path):

@@ -66,6 +66,41 @@ def test_train_auto_chooses_trains_writes_its_config_and_resumes(corpus, tmp_pat
     assert json.loads((out / "config.json").read_text(encoding="utf-8"))["auto"]["rule"] == RULE
 
 
+@pytest.mark.slow
+def test_train_auto_trains_an_ensemble_that_translates_as_one_and_resumes(corpus, tmp_path,
+                                                                          capsys):
+    from aiayn.tasks.translator import Translator
+
+    out = tmp_path / "e"
+    code, text, err = run(capsys, "train", "auto", "--corpus", corpus, "--minutes", 2,
+                          "--ensemble", 2, "--out", out, *QUICK)
+    assert code == 0, err
+    assert "an ensemble of 2 such models, 1 minute(s) and a seed each" in text
+    assert text.count("trained 12 steps") == 2
+    listed = json.loads((out / "ensemble.json").read_text(encoding="utf-8"))
+    assert listed["members"] == ["member-1", "member-2"] and listed["auto"]["members"] == 2
+    folders = [out / name for name in listed["members"]]
+    for seed, folder in enumerate(folders):  # each an ordinary run with its own seed
+        written = yaml.safe_load((folder / "auto.yaml").read_text(encoding="utf-8"))
+        assert written["train"]["seed"] == seed and written["train"]["max_minutes"] == 1
+        assert written["out"] == str(folder)
+    assert (folders[0] / "tokenizer.json").read_bytes() == \
+        (folders[1] / "tokenizer.json").read_bytes()  # one corpus, one tokenizer
+    assert (folders[0] / "model.safetensors").read_bytes() != \
+        (folders[1] / "model.safetensors").read_bytes()
+    # the folder translates as the two models together
+    code, translated, err = run(capsys, "translate", "--model", out, "--beam", 2, "3 1 4", "2 7")
+    assert code == 0, err
+    assert translated.splitlines() == Translator.load(folders).translate(["3 1 4", "2 7"],
+                                                                         beam=2)
+    # the same command with --resume continues both models with the choice they started with
+    code, text, err = run(capsys, "train", "auto", "--corpus", corpus, "--minutes", 2,
+                          "--out", out, "--resume", *QUICK[1:], "train.max_steps=14")
+    assert code == 0, err
+    assert f"auto: resuming the choice in {out / 'ensemble.json'}" in text
+    assert text.count("trained 14 steps") == 2
+
+
 def test_train_auto_reads_data_files_given_as_overrides(tmp_path, capsys, monkeypatch):
     """data.train_src / data.train_tgt name the corpus; the choice is printed before training
     (which fails here on an impossible out folder, leaving no config behind)."""
@@ -91,7 +126,7 @@ def test_train_auto_reads_data_files_given_as_overrides(tmp_path, capsys, monkey
     ("no corpus", ["needs a corpus"]),
     ("no minutes", ["needs --minutes"]),
     ("not a corpus", ["no train.src and train.tgt"]),
-    ("without auto", ["--corpus and --minutes go with `aiayn train auto`"]),
+    ("without auto", ["--corpus, --minutes and --ensemble go with `aiayn train auto`"]),
     ("bad rdrop", ["rdrop='abc'", "must be float"]),
 ])
 def test_bad_input_is_one_line_exit_2(case, words, corpus, tmp_path, capsys):

@@ -6,6 +6,8 @@ import pytest
 from aiayn.errors import UserError
 from aiayn.tasks.seq2seq import experiment
 from aiayn.training.auto_recipe import (
+    ENSEMBLE_FROM_PASSES,
+    ENSEMBLE_MEMBERS,
     SHAPES,
     Budget,
     CorpusFacts,
@@ -67,9 +69,31 @@ def test_more_minutes_never_give_a_smaller_model_nor_fewer_updates_of_one_model(
     assert recipes
     for short, long in zip(recipes, recipes[1:], strict=False):
         assert ORDER.index(long.shape) >= ORDER.index(short.shape)
-        assert long.model["dropout"] >= short.model["dropout"] or long.shape != short.shape
+        assert long.members >= short.members  # more passes: an ensemble, never fewer models
+        if long.shape == short.shape and long.members == short.members:
+            assert long.model["dropout"] >= short.model["dropout"]
         if long.shape == short.shape:  # a bigger model trades updates for capacity
-            assert long.planned_updates > short.planned_updates
+            assert long.planned_updates * long.members > short.planned_updates * short.members
+
+
+def test_many_passes_train_an_ensemble_each_model_for_its_share_in_one_models_shape():
+    one, ens = plan(facts(5_000), Budget(60), members=1), \
+        plan(facts(5_000), Budget(60))
+    assert one.epochs >= ENSEMBLE_FROM_PASSES and one.members == 1
+    assert ens.members == ENSEMBLE_MEMBERS == 2 and "an ensemble of 2" in ens.reasons[-1]
+    assert ens.shape == one.shape and ens.train["max_minutes"] == 30
+    assert ens.planned_updates == pytest.approx(one.planned_updates / 2, abs=2)
+    assert "budget: 60 minute(s)" in ens.reasons[0]  # the whole budget, as given
+    # a half budget alone would choose a smaller shape: each model keeps one model's
+    assert plan(facts(5_000), Budget(30), members=1).shape != ens.shape
+    config = ens.config()  # each model's config is an ordinary one
+    config["data"]["corpus"] = "gettext"
+    assert experiment(config).train.max_minutes == 30
+    # fewer passes: one model; and any number asked for
+    middle = plan(facts(20_000), Budget(60))
+    assert middle.epochs < ENSEMBLE_FROM_PASSES and middle.members == 1
+    three = plan(facts(20_000), Budget(60), members=3)
+    assert three.members == 3 and three.train["max_minutes"] == 20
 
 
 def test_small_corpora_get_the_low_resource_settings_and_large_ones_the_papers_direction():

@@ -21,6 +21,7 @@ from typing import Any
 import yaml
 
 from aiayn.errors import UserError
+from aiayn.folder.format import ENSEMBLE_FILE
 
 CONFIG_NAME = "auto.yaml"  # the chosen config, in the model folder
 HEADER_LINES = 2  # auto.yaml's comment lines before the reasons (_write_config)
@@ -42,19 +43,27 @@ def train_auto(args: argparse.Namespace, overrides: list[str]) -> int:
     source = _source(args, overrides)
     facts = _facts(source)
     out = str(args.out or DEFAULT_OUT)
-    earlier = _earlier_choice(Path(out)) if args.resume else None
-    if earlier is not None:  # the run continues with the choice it started with (measured
+    ensemble = _earlier_ensemble(Path(out)) if args.resume else None
+    earlier = _earlier_choice(Path(out)) if args.resume and ensemble is None else None
+    if ensemble is not None:  # an ensemble's run continues with its choice, member by member
+        raw, meta, members = ensemble
+        raw["train"] = {**raw["train"], "max_minutes": args.minutes / members}
+        reasons = [f"resuming the choice in {Path(out) / ENSEMBLE_FILE}", *meta["auto"]["why"]]
+    elif earlier is not None:  # the run continues with the choice it started with (measured
         raw, meta = earlier  # speeds vary a little between two probes: not chosen again)
         raw["train"] = {**raw.get("train", {}), "max_minutes": args.minutes}  # the budget given
-        reasons = [f"resuming the choice in {Path(out) / CONFIG_NAME}", *meta["auto"]["why"]]
+        reasons, members = [f"resuming the choice in {Path(out) / CONFIG_NAME}",
+                            *meta["auto"]["why"]], 1
     else:
-        recipe, speeds = _plan(facts, args.minutes, overrides)
+        recipe, speeds = _plan(facts, args.minutes, overrides, args.ensemble)
         raw = recipe.config(out)
         raw["data"] = {**source, **raw["data"]}
-        reasons = recipe.reasons
+        reasons, members = recipe.reasons, recipe.members
         meta = {"auto": {"rule": RULE, "facts": asdict(facts), "minutes": args.minutes,
                          "why": recipe.reasons, "planned_updates": recipe.planned_updates,
-                         "updates_per_s": speeds}}
+                         "updates_per_s": speeds, "members": members}}
+    if members > 1:
+        return _train_ensemble(Path(out), raw, meta, members, reasons, overrides, args.resume)
     chosen = raw
     raw = apply_overrides(raw, overrides, "train auto")
     for line in reasons:
@@ -70,6 +79,61 @@ def train_auto(args: argparse.Namespace, overrides: list[str]) -> int:
         _write_config(Path(out), raw, meta["auto"]["why"])
     scores = {k: v for k, v in result.metrics.items() if k.startswith("valid_")}
     return report_training(result, "".join(f", {k} {v:.4g}" for k, v in scores.items()))
+
+
+def _train_ensemble(out: Path, raw: dict[str, Any], meta: dict[str, Any], members: int,
+                    reasons: list[str], overrides: list[str], resume: bool) -> int:
+    """Train the ensemble's models one after the other, each into out/member-K with the chosen
+    config (its own seed: train.seed + K - 1, its share of the minutes), each an ordinary run
+    with its own auto.yaml; out/ensemble.json (written first) lists them and keeps the choice,
+    so that `--resume` continues where a run stopped and `aiayn translate --model OUT` decodes
+    them as one (aiayn.generation.ensemble). A member interrupted stops the whole run."""
+    from aiayn.cli.common import report_training
+    from aiayn.config.experiment import apply_overrides
+    from aiayn.folder import atomic_write_text
+    from aiayn.tasks.seq2seq import experiment, train
+
+    names = [f"member-{k}" for k in range(1, members + 1)]
+    chosen = {**raw, "out": str(out)}
+    out.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(out / ENSEMBLE_FILE, json.dumps(
+        {"members": names, "config": chosen, **meta}, indent=2, ensure_ascii=False) + "\n")
+    for line in reasons:
+        print(f"auto: {line}")
+    given = apply_overrides(chosen, overrides, "train auto")
+    if changed := _changed(chosen, given):
+        print("overrides of auto's choice: " + ", ".join(changed))
+    sys.stdout.flush()
+    seed = int(given["train"].get("seed", 0))
+    for k, name in enumerate(names):
+        folder = out / name
+        member = {**given, "out": str(folder), "train": {**given["train"], "seed": seed + k}}
+        print(f"auto: model {k + 1} of {members}: {folder} (train.seed={seed + k})", flush=True)
+        try:
+            result = train(experiment(member), resume=resume and (folder / "config.json").is_file(),
+                           say=lambda m: print(m, file=sys.stderr), meta=meta)
+        finally:
+            _write_config(folder, member, meta["auto"]["why"])
+        scores = {k: v for k, v in result.metrics.items() if k.startswith("valid_")}
+        code = report_training(result, "".join(f", {k} {v:.4g}" for k, v in scores.items()))
+        if code != 0:
+            return code
+    print(f"ensemble of {members} models in {out}: aiayn translate --model {out}")
+    return 0
+
+
+def _earlier_ensemble(folder: Path) -> tuple[dict[str, Any], dict[str, Any], int] | None:
+    """(member config, meta, members) of the ensemble a run in `folder` started (its
+    ensemble.json), or None where it holds none."""
+    try:
+        saved = json.loads((folder / ENSEMBLE_FILE).read_text(encoding="utf-8"))
+        raw, auto, members = saved["config"], saved["auto"], saved["members"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    if not (isinstance(raw, dict) and isinstance(auto, dict) and isinstance(members, list)
+            and all(isinstance(raw.get(k), dict) for k in ("model", "data", "train"))):
+        return None
+    return raw, {"auto": auto}, len(members)
 
 
 def _changed(chosen: dict[str, Any], raw: dict[str, Any]) -> list[str]:
@@ -129,7 +193,7 @@ def _languages(data) -> tuple[str, str]:
     return "?", "?"
 
 
-def _plan(facts, minutes: float, overrides: list[str]):
+def _plan(facts, minutes: float, overrides: list[str], members: int | None = None):
     """The recipe for the budget: --minutes on the device and threads the run will use
     (train.device, train.threads overrides; else this machine's), at the speeds measured there;
     and those speeds ({"SHAPE VOCAB TOKENS": updates/s}, for config.json)."""
@@ -151,7 +215,7 @@ def _plan(facts, minutes: float, overrides: list[str]):
                        TrainConfig(threads=threads, precision=str(train.get("precision", "auto")),
                                    rdrop=train.get("rdrop", 0.0)),  # R-Drop reads twice
                        device)
-    recipe = plan(facts, budget, probe)
+    recipe = plan(facts, budget, probe, members)
     recipe.reasons[3] += f" (speed measured in {probe.seconds:.0f} s: {len(probe.measured)} " \
                          "model(s), an epoch of its batches to warm up, then timed until two windows agree)"
     return recipe, {" ".join(map(str, k)): round(v, 3) for k, v in probe.measured.items()}

@@ -2,7 +2,7 @@
 lives in aiayn.cli.demo).
 
     aiayn train CONFIG [key=value ...] [--out DIR] [--resume]   CONFIG: file, built-in or preset
-    aiayn train auto --corpus DIR --minutes M [key=value ...]  a recipe chosen for the data
+    aiayn train auto --corpus DIR --minutes M [--ensemble N] [key=value ...]  a recipe for the data
                 (any task: a config that names another, e.g. lm-char, runs as `aiayn lm train`)
                 [--text FILE...]   plain text for a denoising objective (pretrain-span)
     aiayn translate --model DIR [DIR ...] [--beam 4] [--alpha 0.6] [--length-penalty gnmt|avg]
@@ -102,6 +102,10 @@ def _data_options(p: argparse.ArgumentParser) -> None:
                         "recipe for (aiayn.training.auto_recipe)")
     p.add_argument("--minutes", type=finite_float, default=None, metavar="M",
                    help="with CONFIG auto: the training budget in minutes the recipe is for")
+    p.add_argument("--ensemble", type=positive_int, default=None, metavar="N",
+                   help="with CONFIG auto: train N models, each for its share of --minutes, and "
+                        "decode them as one (default: auto's choice, 2 where one model would "
+                        "pass over the corpus 100 times or more, else 1)")
     p.add_argument("--text", nargs="+", metavar="FILE", default=None,
                    help="plain UTF-8 text files (a document per paragraph) to pretrain on, for a "
                         "config with data.objective (e.g. pretrain-span): data.text")
@@ -238,9 +242,9 @@ def _train(args: argparse.Namespace) -> int:
         return train_as(task, args)
 
     overrides = split_overrides(args)
-    if args.corpus is not None or args.minutes is not None:
-        raise UserError("--corpus and --minutes go with `aiayn train auto` (or set data.* and "
-                        "train.max_minutes in a config)")
+    if args.corpus is not None or args.minutes is not None or args.ensemble is not None:
+        raise UserError("--corpus, --minutes and --ensemble go with `aiayn train auto` (or set "
+                        "data.* and train.max_minutes in a config)")
     if args.config is None:
         raise UserError("give a CONFIG: a file, a built-in config (`aiayn configs`) or a preset")
     text = {"text": list(args.text), "corpus": None, "corpus_dir": None, "train_src": None,

@@ -29,6 +29,8 @@ from aiayn.folder.files import CONFIG_FILE, refuse_inside_model_folder
 from aiayn.folder.lock import LOCK_FILE, FolderBusy, holder, is_locked, writer_lock
 
 TOKENIZER_FILE = "tokenizer.json"
+# An ensemble's folder (`aiayn train auto`): {"members": [its models' folders, relative], ...}
+ENSEMBLE_FILE = "ensemble.json"
 EXAMPLE_CHARS = 200  # config.json's "example": an input from the training data, for the explorer
 CHECKPOINT_DIR = "checkpoints"  # numbered weights: checkpoints/step_00001000.safetensors
 _STEP_RE = re.compile(r"^step_(\d+)\.safetensors$")

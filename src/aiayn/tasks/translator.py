@@ -27,6 +27,7 @@ from aiayn.data.tokenizer import Tokenizer
 from aiayn.errors import UserError
 from aiayn.folder.families import FAMILIES
 from aiayn.folder.families import SEQ2SEQ as FAMILY
+from aiayn.folder.format import ENSEMBLE_FILE
 from aiayn.folder.load import load_config, load_model
 from aiayn.folder.weights import save_model
 from aiayn.generation.decoder import ENGINES, Decoder, TorchDecoder
@@ -359,9 +360,6 @@ MIN_LENGTH = 1
 # §6.1's search, for models whose folder names no other (Translator.search_options)
 SEARCH_DEFAULTS: dict[str, Any] = {"beam": 4, "alpha": 0.6, "length_penalty": "gnmt",
                                    "early_stopping": "exact", "no_repeat_ngram_size": 0}
-
-
-ENSEMBLE_FILE = "ensemble.json"  # a folder of an ensemble: {"members": [relative folders]}
 
 
 def ensemble_members(folder: str | Path | Sequence[str | Path]) -> list[Path] | None:

@@ -46,7 +46,8 @@ from aiayn.errors import UserError
 
 # The rule's version: raised whenever a table below changes (benchmarks/small_data.py runs auto
 # again where a result was made with another); recorded in config.json (auto.rule).
-RULE = 5  # rule 5: peak lr 2e-3 at d_model 256 (rule 4: 1e-3); rule 4: a shape needs 2,500 updates
+RULE = 6  # rule 6: an ensemble of 2 from 100 passes (rule 5: one model); rule 5: peak lr 2e-3
+# at d_model 256 (rule 4: 1e-3); rule 4: a shape needs 2,500 updates
 # in the budget (rule 3: 4,000), "m" up to 60k pairs (rule 3: 30k); rule 3: the speed probe warms
 # and times whole epochs, dropout in 0.01s
 
@@ -125,6 +126,16 @@ FILL = 0.8  # real tokens / max_tokens in a length-sorted batch
 # 4k BPE on en-de gettext, 1.8 both sides with 8k (rule 1 took 1.4: a third fewer passes)
 PIECES_PER_WORD = 1.9
 MIN_PAIRS = 1000  # fewer: too few to hold out a validation split and still train
+# An ensemble (aiayn.generation.ensemble) where one model would pass over the corpus
+# ENSEMBLE_FROM_PASSES times or more: ENSEMBLE_MEMBERS models of the same shape, each trained for
+# an equal share of the budget with its own seed, decoded as the mean of their distributions.
+# At 5k pairs an hour on one thread is 100-250 passes and every validation curve had flattened
+# by mid-run (RESULTS.md, 2026-12-02), so a second model costs little of the first's quality:
+# en-de 5k, "s" for 30 minutes on 1 thread, seeds 0 and 1: dev BLEU 21.3 and 20.2 alone, 23.6
+# as an ensemble (chrF 41.7, 40.9 -> 43.6), where one "s" of 60 minutes made 21.8 (42.7).
+# At 20k-40k pairs (20-50 passes) the curves still rose at the end: one model is kept there
+# (unmeasured as an ensemble).
+ENSEMBLE_FROM_PASSES, ENSEMBLE_MEMBERS = 100, 2
 
 # updates/s of (shape, vocabulary, tokens per update): the FLOP model (estimate) or, from `aiayn
 # train auto`, measured on the machine (tasks/speed_probe.py)
@@ -172,6 +183,7 @@ class Recipe:
     planned_updates: int
     epochs: float
     reasons: list[str] = field(default_factory=list)
+    members: int = 1  # models trained, each as above (model, data, train), and ensembled
 
     def config(self, out: str | None = None) -> dict[str, Any]:
         """An ordinary translation config (`aiayn train FILE` reads it)."""
@@ -251,13 +263,37 @@ def dropout_for(epochs: float) -> float:
     return round(min(max(_round(rate, DROPOUT_STEP), 0.0), DROPOUT_MAX), 2)
 
 
-def plan(facts: CorpusFacts, budget: Budget, speed: Speed | None = None) -> Recipe:
+def plan(facts: CorpusFacts, budget: Budget, speed: Speed | None = None,
+         members: int | None = None) -> Recipe:
     """The recipe for `facts` and `budget` (deterministic for one `speed`; monotone: more pairs
     never give a smaller model or vocabulary, more minutes never a smaller model). `speed`:
-    updates/s of a shape, measured (SpeedProbe) or, by default, the FLOP model's estimate."""
+    updates/s of a shape, measured (SpeedProbe) or, by default, the FLOP model's estimate.
+    `members`: the models of an ensemble (None: ENSEMBLE_MEMBERS where one model would make
+    ENSEMBLE_FROM_PASSES passes, else 1); each is planned for its share of the budget, in the
+    shape one model would get from the whole."""
     measured = speed is not None
     speed = speed or estimate(budget)
     check(facts, budget, speed)
+    one = _plan_one(facts, budget, speed, measured)
+    if members is None:
+        members = ENSEMBLE_MEMBERS if one.epochs >= ENSEMBLE_FROM_PASSES else 1
+    if members == 1:
+        return one
+    share = Budget(budget.minutes / members, budget.device, budget.threads)
+    recipe = _plan_one(facts, share, speed, measured, shape=one.shape)
+    recipe.members = members
+    recipe.reasons[0] = one.reasons[0]  # the whole budget
+    recipe.reasons.append(
+        f"an ensemble of {members} such models, {share.minutes:g} minute(s) and a seed each, "
+        f"decoded as the mean of their distributions: one model would make ~{one.epochs:.0f} "
+        f"passes (from {ENSEMBLE_FROM_PASSES}: its validation curve flattens long before the "
+        "budget ends)")
+    return recipe
+
+
+def _plan_one(facts: CorpusFacts, budget: Budget, speed: Speed, measured: bool,
+              shape: str | None = None) -> Recipe:
+    """One model's recipe for the budget; `shape`: this one, not the budget's choice."""
     vocab, tokens = vocab_size(facts), max_tokens(facts)
     cap = next(name for limit, name in SHAPE_BY_PAIRS if facts.pairs <= limit)
     names = [s[0] for s in SHAPES]
@@ -266,7 +302,8 @@ def plan(facts: CorpusFacts, budget: Budget, speed: Speed | None = None) -> Reci
     def trainable(name: str) -> bool:
         return seconds * speed(name, REFERENCE_VOCAB, REFERENCE_TOKENS) >= MIN_UPDATES
 
-    shape = next((n for n in reversed(names[:names.index(cap) + 1]) if trainable(n)), names[0])
+    shape = shape or next((n for n in reversed(names[:names.index(cap) + 1]) if trainable(n)),
+                          names[0])
     planned = int(seconds * speed(shape, vocab, tokens))
     epochs = planned * FILL * tokens / facts.pieces
     dropout = dropout_for(epochs)
@@ -320,6 +357,6 @@ def check(facts: CorpusFacts, budget: Budget, speed: Speed | None = None) -> Non
                         f"{math.ceil(need * 10) / 10:g} or more")
 
 
-__all__ = ["RULE", "Budget", "CorpusFacts", "Recipe", "SHAPES", "Speed", "check", "dropout_for",
+__all__ = ["ENSEMBLE_FROM_PASSES", "ENSEMBLE_MEMBERS", "RULE", "Budget", "CorpusFacts", "Recipe", "SHAPES", "Speed", "check", "dropout_for",
            "epoch_minutes", "estimate", "facts_of", "max_tokens", "plan", "updates_per_second",
            "vocab_size"]
