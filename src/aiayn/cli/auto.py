@@ -84,7 +84,7 @@ def train_auto(args: argparse.Namespace, overrides: list[str]) -> int:
 def _train_ensemble(out: Path, raw: dict[str, Any], meta: dict[str, Any], members: int,
                     reasons: list[str], overrides: list[str], resume: bool) -> int:
     """Train the ensemble's models one after the other, each into out/member-K with the chosen
-    config (its own seed: train.seed + K - 1, its share of the minutes), each an ordinary run
+    config (its own seed: train.seed x N + K - 1 for N models, its share of the minutes), each an ordinary run
     with its own auto.yaml; out/ensemble.json (written first) lists them and keeps the choice,
     so that `--resume` continues where a run stopped and `aiayn translate --model OUT` decodes
     them as one (aiayn.generation.ensemble). A member interrupted stops the whole run."""
@@ -104,11 +104,12 @@ def _train_ensemble(out: Path, raw: dict[str, Any], meta: dict[str, Any], member
     if changed := _changed(chosen, given):
         print("overrides of auto's choice: " + ", ".join(changed))
     sys.stdout.flush()
-    seed = int(given["train"].get("seed", 0))
-    for k, name in enumerate(names):
+    # seeds S*N .. S*N + N-1 for train.seed S: two ensembles of other seeds share no model
+    seeds = [int(given["train"].get("seed", 0)) * members + k for k in range(members)]
+    for k, (name, seed) in enumerate(zip(names, seeds, strict=True)):
         folder = out / name
-        member = {**given, "out": str(folder), "train": {**given["train"], "seed": seed + k}}
-        print(f"auto: model {k + 1} of {members}: {folder} (train.seed={seed + k})", flush=True)
+        member = {**given, "out": str(folder), "train": {**given["train"], "seed": seed}}
+        print(f"auto: model {k + 1} of {members}: {folder} (train.seed={seed})", flush=True)
         try:
             result = train(experiment(member), resume=resume and (folder / "config.json").is_file(),
                            say=lambda m: print(m, file=sys.stderr), meta=meta)
