@@ -80,7 +80,7 @@ def test_the_averages_table_puts_each_run_beside_its_last_checkpoints_averaged(s
 
 
 @pytest.mark.slow
-def test_small_data_quick_runs_the_aiayn_systems_and_resumes(tmp_path):
+def test_small_data_quick_runs_the_aiayn_systems_and_resumes(small_data, tmp_path):
     cmd = [sys.executable, str(SCRIPT), "--quick", "--work", str(tmp_path)]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
     assert done.returncode == 0, done.stderr[-3000:]
@@ -90,15 +90,17 @@ def test_small_data_quick_runs_the_aiayn_systems_and_resumes(tmp_path):
         result = json.loads((tmp_path / "results" / f"de-1200-{system}-s0-1min.json").read_text())
         assert {"bleu", "chrf", "dev_bleu", "dev_chrf"} <= set(result)  # test and dev scored
         # the model by its budget too: a shorter look never deletes a longer run's model (auto:
-        # an ensemble of 2 at this many passes, 1,200 pairs a minute, in one folder)
+        # one model, or an ensemble in one folder where its probe saw 100 passes in the minute)
         model = tmp_path / "models" / f"de-1200-{system}-s0-1min"
-        assert (model / ("ensemble.json" if system == "auto" else "config.json")).is_file()
+        assert (model / "config.json").is_file() or \
+            (system == "auto" and (model / "ensemble.json").is_file())
     again = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     assert again.returncode == 0 and "$ " not in again.stdout  # nothing trained again
     # --average-last on the finished runs: averaged and scored on the dev split, not trained
     auto = tmp_path / "results" / "de-1200-auto-s0-1min.json"
-    saved = min(len(list((tmp_path / "models" / "de-1200-auto-s0-1min" / member /
-                          "checkpoints").iterdir())) for member in ("member-1", "member-2"))
+    folder = tmp_path / "models" / "de-1200-auto-s0-1min"
+    saved = min(len(list((folder / member / "checkpoints").iterdir()))
+                for member in small_data._members(folder) or [""])
     assert saved >= 2  # auto saves every 1/10 of its expected updates
     averaged = subprocess.run([*cmd, "--average-last", "2", str(saved + 1)], capture_output=True,
                               text=True, timeout=600)

@@ -158,6 +158,8 @@ def test_translator_over_several_folders(tmp_path):
     (ens / ENSEMBLE_FILE).write_text(json.dumps({"members": ["m0", "m1"]}))
     assert Translator.load(ens).translate(text, beam=3, max_extra=5) == got
     assert Translator.load([ens]).translate(text, beam=3, max_extra=5) == got
+    import aiayn
+    assert aiayn.load(ens).translate(text, beam=3, max_extra=5) == got
     # scoring reads the mean distribution too
     pair_scores = Translator.load(ens).score(text, got)
     assert all(s["logprob"] < 0 for s in pair_scores)
@@ -186,16 +188,16 @@ def test_translator_refuses_members_that_do_not_match(tmp_path):
 
 def test_cli_translate_and_eval_with_two_models(tmp_path, capsys):
     a, b = _folders(tmp_path)
-    code, out, err = run(capsys, "translate", "--model", a, b, "--beam", "2", "open the file")
+    code, out, err = run(capsys, "translate", "--model", a, "--model", b, "--beam", "2", "open the file")
     assert code == 0, err
     from aiayn.tasks.translator import Translator
     assert out.splitlines() == Translator.load([a, b]).translate(["open the file"], beam=2)
     (tmp_path / "src.txt").write_text("open the file\n")
     (tmp_path / "ref.txt").write_text("open the file\n")
-    code, out, err = run(capsys, "eval", "--model", a, b, "--src", tmp_path / "src.txt",
+    code, out, err = run(capsys, "eval", "--model", a, "--model", b, "--src", tmp_path / "src.txt",
                          "--ref", tmp_path / "ref.txt", "--json")
     assert code == 0, err
     assert json.loads(out)["bleu"] >= 0
-    code, out, err = run(capsys, "translate", "--model", a, b, "--engine", "ctranslate2",
+    code, out, err = run(capsys, "translate", "--model", a, "--model", b, "--engine", "ctranslate2",
                          "open the file")
     assert code != 0 and "engine torch" in err and "Traceback" not in err

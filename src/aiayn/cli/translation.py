@@ -5,7 +5,7 @@ lives in aiayn.cli.demo).
     aiayn train auto --corpus DIR --minutes M [--ensemble N] [key=value ...]  a recipe for the data
                 (any task: a config that names another, e.g. lm-char, runs as `aiayn lm train`)
                 [--text FILE...]   plain text for a denoising objective (pretrain-span)
-    aiayn translate --model DIR [DIR ...] [--beam 4] [--alpha 0.6] [--length-penalty gnmt|avg]
+    aiayn translate --model DIR [--model DIR2 ...] [--beam 4] [--alpha 0.6] [--length-penalty gnmt|avg]
                     [--early-stopping exact|first_k|current_length] [--no-repeat-ngram-size N]
                     [--threads N] [--workers N|auto] [--engine torch|ctranslate2]
                     [--ct2-compute-type TYPE] [TEXT ...]
@@ -112,10 +112,10 @@ def _data_options(p: argparse.ArgumentParser) -> None:
 
 
 def _model_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--model", required=True, nargs="+", metavar="DIR",
-                   help="model folder; several folders (or a folder of an ensemble, as `aiayn "
-                        "train auto` writes one): an ensemble, the mean of their next-token "
-                        "distributions (fairseq's; they must share one tokenizer)")
+    p.add_argument("--model", required=True, action="append", metavar="DIR",
+                   help="model folder; given twice or more (--model A --model B), or a folder of "
+                        "an ensemble (as `aiayn train auto` writes one): an ensemble, the mean of "
+                        "their next-token distributions (fairseq's; one tokenizer for all)")
     p.add_argument("--beam", type=beam_size, default=None,
                    help="beam size; 1 = greedy (default 4, §6.1, or an imported model's own)")
     p.add_argument("--alpha", type=finite_float, default=None,

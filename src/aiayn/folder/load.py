@@ -15,9 +15,9 @@ import torch
 from torch import nn
 
 from aiayn.errors import UserError
-from aiayn.folder.families import FAMILIES, Family
+from aiayn.folder.families import FAMILIES, SEQ2SEQ, Family
 from aiayn.folder.files import CONFIG_FILE, WEIGHTS_FILE
-from aiayn.folder.format import checkpoint_path, list_checkpoints, read_meta
+from aiayn.folder.format import ENSEMBLE_FILE, checkpoint_path, list_checkpoints, read_meta
 from aiayn.folder.weights import load_weights
 from aiayn.sizes import check_fits
 
@@ -71,8 +71,10 @@ def load_model(folder: str | Path, device: str | torch.device = "cpu",
 
 
 def load(folder: str | Path, device: str = "cpu") -> Any:
-    """The object for the model folder `folder` (e.g. a Translator with .translate())."""
-    family = folder_family(folder)
+    """The object for the model folder `folder` (e.g. a Translator with .translate()); a folder
+    of an ensemble (ensemble.json) gives the Translator that decodes its models as one."""
+    ensemble = (Path(folder) / ENSEMBLE_FILE).is_file()  # of translation models
+    family = FAMILIES[SEQ2SEQ] if ensemble else folder_family(folder)
     task = importlib.import_module(f"aiayn.tasks.{family.task}")
     return getattr(task, family.object).load(folder, device=device)
 
