@@ -99,6 +99,17 @@ def test_train_auto_trains_an_ensemble_that_translates_as_one_and_resumes(corpus
     assert code == 0, err
     assert f"auto: resuming the choice in {out / 'ensemble.json'}" in text
     assert text.count("trained 14 steps") == 2
+    # nothing is lost: without --resume the ensemble's folder is refused, and so is a folder
+    # that holds one model, before a file is written
+    before = {f: f.read_bytes() for f in out.rglob("*") if f.is_file()}
+    code, text, err = run(capsys, "train", "auto", "--corpus", corpus, "--minutes", 2,
+                          "--ensemble", 2, "--out", out, *QUICK)
+    assert code == 2 and "holds an ensemble already" in err and "Traceback" not in err
+    assert {f: f.read_bytes() for f in out.rglob("*") if f.is_file()} == before
+    code, text, err = run(capsys, "train", "auto", "--corpus", corpus, "--minutes", 2,
+                          "--ensemble", 2, "--out", folders[0], *QUICK)
+    assert code == 2 and "holds a model" in err
+    assert not (folders[0] / "ensemble.json").exists()
 
 
 def test_train_auto_reads_data_files_given_as_overrides(tmp_path, capsys, monkeypatch):

@@ -84,10 +84,12 @@ def train_auto(args: argparse.Namespace, overrides: list[str]) -> int:
 def _train_ensemble(out: Path, raw: dict[str, Any], meta: dict[str, Any], members: int,
                     reasons: list[str], overrides: list[str], resume: bool) -> int:
     """Train the ensemble's models one after the other, each into out/member-K with the chosen
-    config (its own seed: train.seed x N + K - 1 for N models, its share of the minutes), each an ordinary run
-    with its own auto.yaml; out/ensemble.json (written first) lists them and keeps the choice,
-    so that `--resume` continues where a run stopped and `aiayn translate --model OUT` decodes
-    them as one (aiayn.generation.ensemble). A member interrupted stops the whole run."""
+    config (its own seed: train.seed x N + K - 1 for N models; its share of the minutes), each
+    an ordinary run with its own auto.yaml; out/ensemble.json (written first) lists them and
+    keeps the choice, so that `--resume` continues where a run stopped and `aiayn translate
+    --model OUT` decodes them as one (aiayn.generation.ensemble). A member interrupted stops
+    the whole run. A folder that holds a model, or (without --resume) an ensemble, is refused
+    before anything is written."""
     from aiayn.cli.common import report_training
     from aiayn.config.experiment import apply_overrides
     from aiayn.folder import atomic_write_text
@@ -95,6 +97,12 @@ def _train_ensemble(out: Path, raw: dict[str, Any], meta: dict[str, Any], member
 
     names = [f"member-{k}" for k in range(1, members + 1)]
     chosen = {**raw, "out": str(out)}
+    if (out / "config.json").is_file():
+        raise UserError(f"--out {out}: it holds a model (config.json); an ensemble of {members} "
+                        "goes into a folder of its own (give another --out)")
+    if not resume and (out / ENSEMBLE_FILE).is_file():
+        raise UserError(f"--out {out}: it holds an ensemble already ({ENSEMBLE_FILE}); continue "
+                        "it with --resume, or give another --out")
     out.mkdir(parents=True, exist_ok=True)
     atomic_write_text(out / ENSEMBLE_FILE, json.dumps(
         {"members": names, "config": chosen, **meta}, indent=2, ensure_ascii=False) + "\n")
