@@ -33,7 +33,7 @@ BUILTIN_LANGUAGES = {"gettext": ("en", "de"), "dates-numbers": ("en", "de")}
 
 
 def train_auto(args: argparse.Namespace, overrides: list[str]) -> int:
-    from aiayn.cli.common import report_training
+    from aiayn.cli.common import report_validated
     from aiayn.config.experiment import apply_overrides
     from aiayn.tasks.seq2seq import experiment, train
     from aiayn.training.auto_recipe import RULE
@@ -77,8 +77,7 @@ def train_auto(args: argparse.Namespace, overrides: list[str]) -> int:
                        meta=meta)
     finally:
         _write_config(Path(out), raw, meta["auto"]["why"])
-    scores = {k: v for k, v in result.metrics.items() if k.startswith("valid_")}
-    return report_training(result, "".join(f", {k} {v:.4g}" for k, v in scores.items()))
+    return report_validated(result)
 
 
 def _train_ensemble(out: Path, raw: dict[str, Any], meta: dict[str, Any], members: int,
@@ -90,7 +89,7 @@ def _train_ensemble(out: Path, raw: dict[str, Any], meta: dict[str, Any], member
     --model OUT` decodes them as one (aiayn.generation.ensemble). A member interrupted stops
     the whole run. A folder that holds a model, or (without --resume) an ensemble, is refused
     before anything is written."""
-    from aiayn.cli.common import report_training
+    from aiayn.cli.common import report_validated
     from aiayn.config.experiment import apply_overrides
     from aiayn.folder import atomic_write_text
     from aiayn.tasks.seq2seq import experiment, train
@@ -123,8 +122,7 @@ def _train_ensemble(out: Path, raw: dict[str, Any], meta: dict[str, Any], member
                            say=lambda m: print(m, file=sys.stderr), meta=meta)
         finally:
             _write_config(folder, member, meta["auto"]["why"])
-        scores = {k: v for k, v in result.metrics.items() if k.startswith("valid_")}
-        code = report_training(result, "".join(f", {k} {v:.4g}" for k, v in scores.items()))
+        code = report_validated(result)
         if code != 0:
             return code
     print(f"ensemble of {members} models in {out}: aiayn translate --model {out}")

@@ -337,5 +337,11 @@ def report_training(result, details: str = "") -> int:
     return 0
 
 
+def report_validated(result) -> int:
+    """report_training with the run's last validation scores (valid_*) as its details."""
+    scores = {k: v for k, v in result.metrics.items() if k.startswith("valid_")}
+    return report_training(result, "".join(f", {k} {v:.4g}" for k, v in scores.items()))
+
+
 def percent(name: str, value: float | None) -> str:
     return "" if value is None else f", {name} {100 * value:.2f}%"

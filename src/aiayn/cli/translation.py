@@ -33,7 +33,7 @@ from aiayn.cli.common import (
     positive_int,
     read_stdin_lines,
     read_stdin_text,
-    report_training,
+    report_validated,
     runs_model,
     split_overrides,
     stated_precision,
@@ -251,8 +251,7 @@ def _train(args: argparse.Namespace) -> int:
             "train_tgt": None} if args.text else None
     exp = experiment(config_of(args), overrides, out=args.out, data=text)
     result = train(exp, resume=args.resume, say=lambda m: print(m, file=sys.stderr))
-    scores = {k: v for k, v in result.metrics.items() if k.startswith("valid_")}
-    return report_training(result, "".join(f", {k} {v:.4g}" for k, v in scores.items()))
+    return report_validated(result)
 
 
 @runs_model

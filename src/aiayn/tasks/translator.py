@@ -369,7 +369,7 @@ def ensemble_members(folder: str | Path | Sequence[str | Path]) -> list[Path] | 
     if not isinstance(folder, (str, Path)):
         folders = [Path(f) for f in folder]
         if len(folders) == 1:
-            return ensemble_members(folders[0]) or None
+            return ensemble_members(folders[0])
         return [m for f in folders for m in (ensemble_members(f) or [f])]
     path = Path(folder) / ENSEMBLE_FILE
     if not path.is_file():
@@ -425,4 +425,5 @@ def _import_hf(kind: str, folder: str | Path, out: str | Path,
     return translator
 
 
-__all__ = ["ENSEMBLE_FILE", "Translator", "ensemble_members", "import_hf_bart", "import_hf_marian", "import_hf_t5"]
+__all__ = ["ENSEMBLE_FILE", "Translator", "ensemble_members", "import_hf_bart", "import_hf_marian",
+           "import_hf_t5"]

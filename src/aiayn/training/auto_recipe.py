@@ -357,6 +357,6 @@ def check(facts: CorpusFacts, budget: Budget, speed: Speed | None = None) -> Non
                         f"{math.ceil(need * 10) / 10:g} or more")
 
 
-__all__ = ["ENSEMBLE_FROM_PASSES", "ENSEMBLE_MEMBERS", "RULE", "Budget", "CorpusFacts", "Recipe", "SHAPES", "Speed", "check", "dropout_for",
-           "epoch_minutes", "estimate", "facts_of", "max_tokens", "plan", "updates_per_second",
+__all__ = ["ENSEMBLE_FROM_PASSES", "ENSEMBLE_MEMBERS", "RULE", "Budget", "CorpusFacts", "Recipe",
+           "SHAPES", "Speed", "check", "dropout_for", "epoch_minutes", "estimate", "facts_of", "max_tokens", "plan", "updates_per_second",
            "vocab_size"]
