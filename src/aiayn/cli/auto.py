@@ -64,13 +64,7 @@ def train_auto(args: argparse.Namespace, overrides: list[str]) -> int:
                          "updates_per_s": speeds, "members": members}}
     if members > 1:
         return _train_ensemble(Path(out), raw, meta, members, reasons, overrides, args.resume)
-    chosen = raw
-    raw = apply_overrides(raw, overrides, "train auto")
-    for line in reasons:
-        print(f"auto: {line}")
-    if changed := _changed(chosen, raw):  # the reasons above name the choice, not these
-        print("overrides of auto's choice: " + ", ".join(changed))
-    sys.stdout.flush()
+    raw = _say_choice(raw, apply_overrides(raw, overrides, "train auto"), reasons)
     exp = experiment(raw)
     try:
         result = train(exp, resume=args.resume, say=lambda m: print(m, file=sys.stderr),
@@ -96,6 +90,7 @@ def _train_ensemble(out: Path, raw: dict[str, Any], meta: dict[str, Any], member
 
     names = [f"member-{k}" for k in range(1, members + 1)]
     chosen = {**raw, "out": str(out)}
+    given = _say_choice(chosen, apply_overrides(chosen, overrides, "train auto"), reasons)
     if (out / "config.json").is_file():
         raise UserError(f"--out {out}: it holds a model (config.json); an ensemble of {members} "
                         "goes into a folder of its own (give another --out)")
@@ -105,12 +100,6 @@ def _train_ensemble(out: Path, raw: dict[str, Any], meta: dict[str, Any], member
     out.mkdir(parents=True, exist_ok=True)
     atomic_write_text(out / ENSEMBLE_FILE, json.dumps(
         {"members": names, "config": chosen, **meta}, indent=2, ensure_ascii=False) + "\n")
-    for line in reasons:
-        print(f"auto: {line}")
-    given = apply_overrides(chosen, overrides, "train auto")
-    if changed := _changed(chosen, given):
-        print("overrides of auto's choice: " + ", ".join(changed))
-    sys.stdout.flush()
     # seeds S*N .. S*N + N-1 for train.seed S: two ensembles of other seeds share no model
     seeds = [int(given["train"].get("seed", 0)) * members + k for k in range(members)]
     for k, (name, seed) in enumerate(zip(names, seeds, strict=True)):
@@ -141,6 +130,18 @@ def _earlier_ensemble(folder: Path) -> tuple[dict[str, Any], dict[str, Any], int
             and all(isinstance(raw.get(k), dict) for k in ("model", "data", "train"))):
         return None
     return raw, {"auto": auto}, len(members)
+
+
+def _say_choice(chosen: dict[str, Any], given: dict[str, Any], reasons: list[str]) -> dict[str, Any]:
+    """Print the choice and why (the reasons name the choice), then the overrides that changed
+    it; before the model folder is touched, so that a run refused there still shows them.
+    Returns `given`, the config to train."""
+    for line in reasons:
+        print(f"auto: {line}")
+    if changed := _changed(chosen, given):
+        print("overrides of auto's choice: " + ", ".join(changed))
+    sys.stdout.flush()
+    return given
 
 
 def _changed(chosen: dict[str, Any], raw: dict[str, Any]) -> list[str]:
