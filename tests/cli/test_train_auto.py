@@ -6,8 +6,10 @@ import json
 import pytest
 import yaml
 
+from aiayn.folder.lock import LOCK_FILE
 from aiayn.training.auto_recipe import RULE
 from tests.builders import digit_pairs, run, write_pairs
+from tests.test_lock import hold
 
 QUICK = ["train.max_steps=12", "train.threads=1", "train.progress=false",
          "train.tensorboard=false", "train.save_every=6", "train.eval_every=0"]
@@ -60,6 +62,11 @@ def test_train_auto_chooses_trains_writes_its_config_and_resumes(corpus, tmp_pat
                           "--out", out, "--resume", *QUICK[1:], "train.max_steps=22")
     assert code == 0, err
     assert "auto: resuming the choice" in text and "trained 22 steps" in text
+    # one model stays one: --ensemble 2 with --resume is refused before anything is written
+    code, _, err = run(capsys, "train", "auto", "--corpus", corpus, "--minutes", 2, "--ensemble",
+                       2, "--out", out, "--resume", *QUICK[1:], "train.max_steps=24")
+    assert code == 2 and "trains one model (auto.yaml)" in err and "Traceback" not in err
+    assert not (out / "ensemble.json").exists()
     assert [line for line in text.splitlines() if line.startswith("auto: ")][1:] == why  # kept
     third = yaml.safe_load((out / "auto.yaml").read_text(encoding="utf-8"))
     assert third["model"] == written["model"]
@@ -100,6 +107,12 @@ def test_train_auto_trains_an_ensemble_that_translates_as_one_and_resumes(corpus
     assert code == 0, err
     assert f"auto: resuming the choice in {out / 'ensemble.json'}" in text
     assert text.count("trained 14 steps") == 2
+    # an ensemble keeps its size: another --ensemble with --resume is refused, nothing trained
+    before = {f: f.read_bytes() for f in out.rglob("*") if f.is_file()}
+    code, text, err = run(capsys, "train", "auto", "--corpus", corpus, "--minutes", 2,
+                          "--ensemble", 3, "--out", out, "--resume", *QUICK[1:])
+    assert code == 2 and "--ensemble 3: the run in" in err and "an ensemble of 2 models" in err
+    assert {f: f.read_bytes() for f in out.rglob("*") if f.is_file()} == before
     # nothing is lost: without --resume the ensemble's folder is refused, and so is a folder
     # that holds one model, before a file is written
     before = {f: f.read_bytes() for f in out.rglob("*") if f.is_file()}
@@ -111,10 +124,22 @@ def test_train_auto_trains_an_ensemble_that_translates_as_one_and_resumes(corpus
                           "--ensemble", 2, "--out", folders[0], *QUICK)
     assert code == 2 and "holds a model" in err
     assert not (folders[0] / "ensemble.json").exists()
+    # one writer: while another process writes the folder, the run is refused, touching nothing
+    before = {f: f.read_bytes() for f in out.rglob("*") if f.is_file()}
+    proc = hold(out)
+    try:
+        code, text, err = run(capsys, "train", "auto", "--corpus", corpus, "--minutes", 2,
+                              "--out", out, "--resume", *QUICK[1:], "train.max_steps=16")
+        assert code == 2 and f"{out} is being written by pid {proc.pid}" in err
+    finally:
+        proc.kill()
+        proc.wait()
+    assert {f: f.read_bytes() for f in out.rglob("*") if f.is_file()
+            and f.name != LOCK_FILE} == before
 
 
-@pytest.mark.parametrize("members", [[], ["--ensemble", 1], ["--ensemble", 2]],
-                         ids=["as chosen", "one model", "an ensemble"])
+@pytest.mark.parametrize("members", [["--ensemble", 1], ["--ensemble", 2]],
+                         ids=["one model", "an ensemble"])
 def test_train_auto_reads_data_files_given_as_overrides(members, tmp_path, capsys):
     """data.train_src / data.train_tgt name the corpus; the choice is printed before training
     (which fails here on an impossible out folder, leaving no config behind), for one model and
@@ -126,8 +151,7 @@ def test_train_auto_reads_data_files_given_as_overrides(members, tmp_path, capsy
                           f"data.train_src={tmp_path / 'a.src'}",
                           f"data.train_tgt={tmp_path / 'a.tgt'}", *QUICK, "train.lr=2e-3")
     assert "auto: model xs" in text and code == 2 and "Not a directory" in err
-    if members:  # as asked
-        assert ("an ensemble of 2 such models" in text) == (members[1] == 2)
+    assert ("an ensemble of 2 such models" in text) == (members[1] == 2)
     # an override of a chosen setting is said beside the reasons, which name the choice; one
     # auto does not choose (train.threads) is not
     lines = text.splitlines()

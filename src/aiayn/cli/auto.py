@@ -54,7 +54,14 @@ def train_auto(args: argparse.Namespace, overrides: list[str]) -> int:
         raw["train"] = {**raw.get("train", {}), "max_minutes": args.minutes}  # the budget given
         reasons, members = [f"resuming the choice in {Path(out) / CONFIG_NAME}",
                             *meta["auto"]["why"]], 1
-    else:
+    resumed = ensemble is not None or earlier is not None
+    if resumed and args.ensemble not in (None, members):  # an ensemble's size stays as it began
+        raise UserError(f"--ensemble {args.ensemble}: the run in {out} trains "
+                        + (f"an ensemble of {members} models ({ENSEMBLE_FILE})" if members > 1 else
+                           f"one model ({CONFIG_NAME})")
+                        + "; --resume continues it as it started (leave out --ensemble, or give "
+                        "another --out)")
+    if not resumed:
         recipe, speeds = _plan(facts, args.minutes, overrides, args.ensemble)
         raw = recipe.config(out)
         raw["data"] = {**source, **raw["data"]}
@@ -82,40 +89,44 @@ def _train_ensemble(out: Path, raw: dict[str, Any], meta: dict[str, Any], member
     keeps the choice, so that `--resume` continues where a run stopped and `aiayn translate
     --model OUT` decodes them as one (aiayn.generation.ensemble). A member interrupted stops
     the whole run. A folder that holds a model, or (without --resume) an ensemble, is refused
-    before anything is written."""
+    before anything is written; so is one that another run is writing (the folder's writer
+    lock, held throughout)."""
     from aiayn.cli.common import report_validated
     from aiayn.config.experiment import apply_overrides
     from aiayn.folder import atomic_write_text
+    from aiayn.folder.lock import writer_lock
     from aiayn.tasks.seq2seq import experiment, train
 
     names = [f"member-{k}" for k in range(1, members + 1)]
     chosen = {**raw, "out": str(out)}
     given = _say_choice(chosen, apply_overrides(chosen, overrides, "train auto"), reasons)
-    if (out / "config.json").is_file():
-        raise UserError(f"--out {out}: it holds a model (config.json); an ensemble of {members} "
-                        "goes into a folder of its own (give another --out)")
-    if not resume and (out / ENSEMBLE_FILE).is_file():
-        raise UserError(f"--out {out}: it holds an ensemble already ({ENSEMBLE_FILE}); continue "
-                        "it with --resume, or give another --out")
-    out.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(out / ENSEMBLE_FILE, json.dumps(
-        {"members": names, "config": chosen, **meta}, indent=2, ensure_ascii=False) + "\n")
-    # seeds S*N .. S*N + N-1 for train.seed S: two ensembles of other seeds share no model
-    seeds = [int(given["train"].get("seed", 0)) * members + k for k in range(members)]
-    for k, (name, seed) in enumerate(zip(names, seeds, strict=True)):
-        folder = out / name
-        member = {**given, "out": str(folder), "train": {**given["train"], "seed": seed}}
-        print(f"auto: model {k + 1} of {members}: {folder} (train.seed={seed})", flush=True)
-        try:
-            result = train(experiment(member), resume=resume and (folder / "config.json").is_file(),
-                           say=lambda m: print(m, file=sys.stderr), meta=meta)
-        finally:
-            _write_config(folder, member, meta["auto"]["why"])
-        code = report_validated(result)
-        if code != 0:
-            return code
-    print(f"ensemble of {members} models in {out}: aiayn translate --model {out}")
-    return 0
+    # one writer: the checks, ensemble.json and every model under the folder's lock (each
+    # model's own folder has its own)
+    with writer_lock(out):
+        if (out / "config.json").is_file():
+            raise UserError(f"--out {out}: it holds a model (config.json); an ensemble of {members} "
+                            "goes into a folder of its own (give another --out)")
+        if not resume and (out / ENSEMBLE_FILE).is_file():
+            raise UserError(f"--out {out}: it holds an ensemble already ({ENSEMBLE_FILE}); continue "
+                            "it with --resume, or give another --out")
+        atomic_write_text(out / ENSEMBLE_FILE, json.dumps(
+            {"members": names, "config": chosen, **meta}, indent=2, ensure_ascii=False) + "\n")
+        # seeds S*N .. S*N + N-1 for train.seed S: two ensembles of other seeds share no model
+        seeds = [int(given["train"].get("seed", 0)) * members + k for k in range(members)]
+        for k, (name, seed) in enumerate(zip(names, seeds, strict=True)):
+            folder = out / name
+            member = {**given, "out": str(folder), "train": {**given["train"], "seed": seed}}
+            print(f"auto: model {k + 1} of {members}: {folder} (train.seed={seed})", flush=True)
+            try:
+                result = train(experiment(member), resume=resume and (folder / "config.json").is_file(),
+                               say=lambda m: print(m, file=sys.stderr), meta=meta)
+            finally:
+                _write_config(folder, member, meta["auto"]["why"])
+            code = report_validated(result)
+            if code != 0:
+                return code
+        print(f"ensemble of {members} models in {out}: aiayn translate --model {out}")
+        return 0
 
 
 def _earlier_ensemble(folder: Path) -> tuple[dict[str, Any], dict[str, Any], int] | None:
