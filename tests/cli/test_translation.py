@@ -247,6 +247,9 @@ def _bad_corpus_config(tmp, kind):
     ("missing-config", "config file not found"),
     ("eval-mismatch", "mismatched line counts"),
     ("average-missing", "model folder not found"),
+    # `aiayn train auto`'s ensemble folder (ensemble.json, no config.json): a one-model command
+    # names it and where its models are
+    ("average-ensemble", "ens holds an ensemble (ensemble.json), not one model: `aiayn translate`"),
     ("out-in-proc", "/proc/aiayn-test: No such file or directory"),
     ("out-under-a-file", "train.src/sub: Not a directory"),
     ("hyp-folder-missing", "--hyp"),
@@ -277,6 +280,12 @@ def test_bad_input_is_one_line_non_zero_and_leaves_folders_alone(trained, capsys
     elif case == "hyp-folder-missing":  # refused before any decoding
         argv = ["eval", "--model", model, "--src", tmp / "valid.src", "--ref", tmp / "valid.tgt",
                 "--hyp", tmp_path / "missing" / "hyp.txt"]
+    elif case == "average-ensemble":
+        (tmp_path / "ens").mkdir()
+        (tmp_path / "ens" / "ensemble.json").write_text('{"members": ["first", "second"]}')
+        argv = ["average", "--model", tmp_path / "ens", "--out", tmp_path / "avg"]
+        message += f" and `aiayn eval` decode it as one; for one of its models give " \
+                   f"{tmp_path / 'ens' / 'first'}"
     else:
         argv = ["average", "--model", tmp_path / "nope", "--out", tmp_path / "avg"]
     code, out, err = run(capsys, *argv)

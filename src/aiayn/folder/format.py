@@ -135,11 +135,24 @@ def read_json(path: Path) -> Any:
         raise UserError(f"{path}: invalid JSON ({e})") from None
 
 
+def _first_member(folder: Path) -> str:
+    """The first model folder an ensemble.json lists ("member-1" where it cannot be read)."""
+    try:
+        members = read_json(folder / ENSEMBLE_FILE)["members"]
+        return str(members[0]) if members and isinstance(members[0], str) else "member-1"
+    except (UserError, OSError, KeyError, TypeError, IndexError):
+        return "member-1"
+
+
 def read_meta(folder: str | Path) -> dict[str, Any]:
     folder = Path(folder)
     if not folder.is_dir():
         raise UserError(f"{folder}: model folder not found")
     path = folder / CONFIG_FILE
+    if not path.is_file() and (folder / ENSEMBLE_FILE).is_file():  # `aiayn train auto`'s
+        raise UserError(f"{folder} holds an ensemble ({ENSEMBLE_FILE}), not one model: `aiayn "
+                        "translate` and `aiayn eval` decode it as one; for one of its models give "
+                        f"{folder / _first_member(folder)}")
     if not path.is_file():
         raise UserError(f"{path}: not found (is {folder} a model folder?)")
     meta = read_json(path)
