@@ -147,7 +147,12 @@ VARIANTS = {**{f"dropout-{p}": plain_dropout(p) for p in (0.2, 0.3)},
             # the two that gained most on dev alone at 5k, together (each within one seed's
             # noise: the wider FFN +0.8, label smoothing 0.2 +0.6), on rule 6's ensemble
             "shape+ls-0.2": ([f"model.{k}={v}" for k, v in GETTEXT_SMALL_SHAPE.items()]
-                             + ["train.label_smoothing=0.2"], lambda r: False)}
+                             + ["train.label_smoothing=0.2"], lambda r: False),
+            # concatenation augmentation (data/concat.py; Nguyen et al. 2021: about +1 BLEU on
+            # four low-resource pairs): each epoch as many joins of two random pairs as pairs,
+            # longer examples than the corpus holds, where at 5k every output is short on the
+            # long help messages
+            "concat-1": (["data.concat=1"], lambda r: r.data.get("concat", 0) == 1)}
 KNOBS = {**SWAPS, **VARIANTS}
 
 

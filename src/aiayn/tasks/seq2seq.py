@@ -76,6 +76,11 @@ class DataConfig(Config):
         "help": "BPE-dropout (Provilkov et al. 2020): each epoch the training pairs segmented "
                 "anew, each merge skipped with this probability (0.1 in the paper); 0: plain BPE. "
                 "Validation and translation keep plain BPE"})
+    concat: float = field(default=0.0, metadata={
+        "help": "concatenation augmentation (Nguyen et al. 2021, data/concat.py): each epoch "
+                "adds this share of the training pairs' number of pairs, each two random "
+                "training pairs joined (sources and targets); 1: as many as the corpus holds; "
+                "0: none"})
     source_eos: bool = field(default=False, metadata={
         "help": "end every source with </s> (fairseq, tensor2tensor, Marian)"})
     max_train_pairs: int | None = field(default=None, metadata={
@@ -119,6 +124,10 @@ class DataConfig(Config):
         if self.bpe_dropout and (self.objective or self.tokenizer != "bpe"):
             _fail("bpe_dropout", self.bpe_dropout, "applies to aligned pairs with "
                   "data.tokenizer=bpe (not to an objective or another tokenizer)")
+        if not 0 <= self.concat <= 4:
+            _fail("concat", self.concat, "must be in [0, 4]")
+        if self.concat and self.objective:
+            _fail("concat", self.concat, "applies to aligned pairs, not to an objective")
         if self.max_train_pairs is not None and self.max_train_pairs <= 0:
             _fail("max_train_pairs", self.max_train_pairs, "must be a positive integer")
 
@@ -193,26 +202,43 @@ def pair_batches(ids: Sequence[tuple[list[int], list[int]]], max_tokens: int, se
                        collate=packed.collate)
 
 
+def epoch_batches(epoch_ids: Callable[[int], list[tuple[list[int], list[int]]]], data: DataConfig,
+                  max_len: int, max_tokens: int, seed: int) -> BatchStream:
+    """pair_batches of examples that change every epoch: `epoch_ids(epoch)` (the training pairs'
+    ids, e.g. segmented anew), with data.concat's joined pairs added (data/concat.py), their
+    draws from (seed, epoch)."""
+    from aiayn.data.concat import concatenated
+
+    def plan(epoch: int) -> list[list[tuple[list[int], list[int]]]]:
+        ids = epoch_ids(epoch)
+        if data.concat:
+            ids = ids + concatenated(ids, data.concat, random.Random(f"concat {seed} {epoch}"),
+                                     max_len, data.source_eos)
+        lengths = [(len(s), len(t) + 1) for s, t in ids]
+        return [[ids[i] for i in b] for b in token_batches(lengths, max_tokens, True, seed + epoch)]
+
+    return BatchStream(plan=plan, collate=collate)
+
+
 def bpe_dropout_batches(tok: Tokenizer, pairs: Sequence[Pair], data: DataConfig, max_len: int,
                         max_tokens: int, seed: int) -> BatchStream:
     """pair_batches of pairs segmented anew every epoch with BPE-dropout (data.bpe_dropout;
-    data/bpe_dropout.py), its draws from (seed, epoch): the pairs that fit max_len that epoch."""
+    data/bpe_dropout.py), its draws from (seed, epoch): the pairs that fit max_len that epoch
+    (and data.concat's joins of them: epoch_batches)."""
     from aiayn.data.bpe_dropout import BpeDropout
 
     bpe = BpeDropout(tok)
     words = [(bpe.words(s), bpe.words(t)) for s, t in pairs]
     eos = [EOS] if data.source_eos else []
 
-    def plan(epoch: int) -> list[list[tuple[list[int], list[int]]]]:
+    def segmented(epoch: int) -> list[tuple[list[int], list[int]]]:
         rng = random.Random(f"bpe-dropout {seed} {epoch}")
         src = bpe.encode([s for s, _ in words], data.bpe_dropout, rng)
         tgt = bpe.encode([t for _, t in words], data.bpe_dropout, rng)
         encoded = [(s + eos, t) for s, t in zip(src, tgt, strict=True)]
-        ids = [encoded[i] for i in filter_long(encoded, max_len)[0]]
-        lengths = [(len(s), len(t) + 1) for s, t in ids]
-        return [[ids[i] for i in b] for b in token_batches(lengths, max_tokens, True, seed + epoch)]
+        return [encoded[i] for i in filter_long(encoded, max_len)[0]]
 
-    return BatchStream(plan=plan, collate=collate)
+    return epoch_batches(segmented, data, max_len, max_tokens, seed)
 
 
 def denoising_batches(docs: Sequence[list[int]], data: DataConfig, special: Sequence[int],
@@ -306,7 +332,7 @@ def train(exp: Experiment, resume: bool = False, out: str | Path | None = None,
     # the run's folder has one writer, this process, until its last save (aiayn.folder.lock)
     with start_run(exp, resume, out, say, added={"data.source_eos": False, "data.objective": None,
                                                  "data.text": None,
-                                                 "data.valid_rouge": None}, world=world) as run:
+                                                 "data.valid_rouge": None, "data.concat": 0.0}, world=world) as run:
         say, cfg, data = run.say, exp.train, exp.data
         t0 = time.monotonic()
         splits = load_documents(data) if data.objective else load_pairs(data)
@@ -341,6 +367,9 @@ def train(exp: Experiment, resume: bool = False, out: str | Path | None = None,
         elif data.bpe_dropout:
             batches = bpe_dropout_batches(tok, splits["train"], data, model_cfg.max_len,
                                           cfg.max_tokens, cfg.seed)
+        elif data.concat:
+            batches = epoch_batches(lambda _: list(train_ids), data, model_cfg.max_len,
+                                    cfg.max_tokens, cfg.seed)
         else:
             batches = pair_batches(train_ids, cfg.max_tokens, cfg.seed)
         loss_fn = seq2seq_loss(cfg.label_smoothing, counted_once, cfg.rdrop)
@@ -412,6 +441,6 @@ def _encode(tok: Tokenizer, splits: dict[str, list], data: DataConfig, max_len: 
 
 
 __all__ = ["DataConfig", "TASK", "Translator", "decode_ids", "denoising_batches", "encode_pairs",
-           "experiment", "import_hf_bart", "import_hf_marian", "import_hf_t5", "load_documents",
+           "epoch_batches", "experiment", "import_hf_bart", "import_hf_marian", "import_hf_t5", "load_documents",
            "load_pairs", "make_evaluate", "pair_batches", "reports_rouge", "score_translations",
            "seq2seq_loss", "train"]
