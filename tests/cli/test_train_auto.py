@@ -221,3 +221,37 @@ def test_the_speed_probe_times_the_r_drop_the_run_is_given(monkeypatch):
     auto._plan(facts, 10, ["train.threads=1"])
     auto._plan(facts, 10, ["train.threads=1", "train.rdrop=5"])
     assert [t.rdrop for t in given] == [0.0, 5.0]
+
+
+@pytest.mark.parametrize("members", [1, 2], ids=["one model", "an ensemble"])
+def test_auto_yaml_is_written_before_the_folder_is_released(members, corpus, tmp_path, capsys,
+                                                            monkeypatch):
+    """Each model's auto.yaml is written while its folder's writer lock is still held (no
+    other run can start there before the choice is in it), and the lock is gone after."""
+    from aiayn.cli import auto
+    from aiayn.folder.lock import is_locked
+    from aiayn.tasks import speed_probe
+
+    class Probe:  # a fixed speed: no timing in the quick tier
+        def __init__(self, lengths, train, device):
+            self.measured, self.seconds = {}, 0.0
+
+        def __call__(self, shape, vocab, tokens):
+            return 5.0
+
+    monkeypatch.setattr(speed_probe, "SpeedProbe", Probe)
+    written, write = [], auto._write_config
+
+    def spy(folder, raw, reasons):
+        written.append((folder, is_locked(folder)))
+        write(folder, raw, reasons)
+
+    monkeypatch.setattr(auto, "_write_config", spy)
+    out = tmp_path / "m"
+    code, _, err = run(capsys, "train", "auto", "--corpus", corpus, "--minutes", 2, "--ensemble",
+                       members, "--out", out, *QUICK, "train.max_steps=2", "train.save_every=2")
+    assert code == 0, err
+    folders = [out] if members == 1 else [out / f"member-{k}" for k in (1, 2)]
+    assert written == [(f, True) for f in folders]
+    assert all((f / "auto.yaml").is_file() for f in folders)
+    assert not any(is_locked(f) or (f / LOCK_FILE).exists() for f in [*folders, out])

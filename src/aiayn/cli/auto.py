@@ -35,7 +35,7 @@ BUILTIN_LANGUAGES = {"gettext": ("en", "de"), "dates-numbers": ("en", "de")}
 def train_auto(args: argparse.Namespace, overrides: list[str]) -> int:
     from aiayn.cli.common import report_validated
     from aiayn.config.experiment import apply_overrides
-    from aiayn.tasks.seq2seq import experiment, train
+    from aiayn.tasks.seq2seq import experiment
     from aiayn.training.auto_recipe import RULE
 
     if args.minutes is None:
@@ -72,13 +72,21 @@ def train_auto(args: argparse.Namespace, overrides: list[str]) -> int:
     if members > 1:
         return _train_ensemble(Path(out), raw, meta, members, reasons, overrides, args.resume)
     raw = _say_choice(raw, apply_overrides(raw, overrides, "train auto"), reasons)
-    exp = experiment(raw)
-    try:
-        result = train(exp, resume=args.resume, say=lambda m: print(m, file=sys.stderr),
-                       meta=meta)
-    finally:
-        _write_config(Path(out), raw, meta["auto"]["why"])
-    return report_validated(result)
+    return report_validated(_train_one(experiment(raw), Path(out), raw, meta, args.resume))
+
+
+def _train_one(exp, folder: Path, raw: dict[str, Any], meta: dict[str, Any], resume: bool):
+    """Train (or resume) one model into `folder` and write its auto.yaml, however the training
+    ends, both under the folder's writer lock: no other run starts there before the choice is
+    written (the lock is re-entrant: train takes it too)."""
+    from aiayn.folder.lock import writer_lock
+    from aiayn.tasks.seq2seq import train
+
+    with writer_lock(folder):
+        try:
+            return train(exp, resume=resume, say=lambda m: print(m, file=sys.stderr), meta=meta)
+        finally:
+            _write_config(folder, raw, meta["auto"]["why"])
 
 
 def _train_ensemble(out: Path, raw: dict[str, Any], meta: dict[str, Any], members: int,
@@ -95,7 +103,7 @@ def _train_ensemble(out: Path, raw: dict[str, Any], meta: dict[str, Any], member
     from aiayn.config.experiment import apply_overrides
     from aiayn.folder import atomic_write_text
     from aiayn.folder.lock import writer_lock
-    from aiayn.tasks.seq2seq import experiment, train
+    from aiayn.tasks.seq2seq import experiment
 
     names = [f"member-{k}" for k in range(1, members + 1)]
     chosen = {**raw, "out": str(out)}
@@ -117,11 +125,8 @@ def _train_ensemble(out: Path, raw: dict[str, Any], meta: dict[str, Any], member
             folder = out / name
             member = {**given, "out": str(folder), "train": {**given["train"], "seed": seed}}
             print(f"auto: model {k + 1} of {members}: {folder} (train.seed={seed})", flush=True)
-            try:
-                result = train(experiment(member), resume=resume and (folder / "config.json").is_file(),
-                               say=lambda m: print(m, file=sys.stderr), meta=meta)
-            finally:
-                _write_config(folder, member, meta["auto"]["why"])
+            result = _train_one(experiment(member), folder, member, meta,
+                                resume and (folder / "config.json").is_file())
             code = report_validated(result)
             if code != 0:
                 return code
