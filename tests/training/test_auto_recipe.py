@@ -6,6 +6,8 @@ import pytest
 from aiayn.errors import UserError
 from aiayn.tasks.seq2seq import experiment
 from aiayn.training.auto_recipe import (
+    CONCAT_FROM_PASSES,
+    CONCAT_SHARE,
     ENSEMBLE_FROM_PASSES,
     ENSEMBLE_MEMBERS,
     SHAPES,
@@ -94,6 +96,24 @@ def test_many_passes_train_an_ensemble_each_model_for_its_share_in_one_models_sh
     assert middle.epochs < ENSEMBLE_FROM_PASSES and middle.members == 1
     three = plan(facts(20_000), Budget(60), members=3)
     assert three.members == 3 and three.train["max_minutes"] == 20
+
+
+def test_many_passes_add_joins_of_two_pairs_to_each_epoch():
+    """From CONCAT_FROM_PASSES passes of one model over the whole budget (whatever the number
+    of models asked for), each epoch holds joins of two pairs (data.concat), and the dropout's
+    reason says so; fewer passes, none."""
+    for members in (None, 1, 3):
+        many = plan(facts(5_000), Budget(60), members=members)
+        assert plan(facts(5_000), Budget(60), members=1).epochs >= CONCAT_FROM_PASSES
+        assert many.data["concat"] == CONCAT_SHARE
+        assert sum("joins of two random pairs" in r for r in many.reasons) == 1
+        assert any(r.startswith("dropout ") and "joins" in r for r in many.reasons)
+    for members in (None, 2):
+        few = plan(facts(20_000), Budget(60), members=members)
+        assert "concat" not in few.data and not any("joins" in r for r in few.reasons)
+    config = plan(facts(5_000), Budget(60)).config()
+    config["data"]["corpus"] = "gettext"
+    assert experiment(config).data.concat == CONCAT_SHARE
 
 
 def test_small_corpora_get_the_low_resource_settings_and_large_ones_the_papers_direction():
