@@ -80,23 +80,27 @@ def weights(folder):
     return load_model(folder)[0].state_dict()
 
 
-def test_a_resumed_run_with_bpe_dropout_is_the_uninterrupted_one(tmp_path):
-    """12 updates over epochs of 6 batches, stopped at 7 (mid-epoch): the resumed run's
-    weights are bitwise the straight run's, so the epoch's segmentations were drawn again."""
+def resumes_exactly(tmp, cfg, stop_at: int, without: str) -> None:
+    """The run of `cfg` stopped after `stop_at` updates (into its second epoch, mid-epoch) and
+    resumed ends with bitwise the weights of the straight run, so the epoch's examples were
+    drawn again; the same run `without` the setting (key=value) ends elsewhere."""
     quiet = lambda _: None  # noqa: E731
-    straight = seq2seq.train(seq2seq.experiment(tiny(tmp_path)), say=quiet).folder
-    cfg = tiny(tmp_path)
-    half = seq2seq.experiment(cfg, ["train.max_steps=7"], out=tmp_path / "half")
+    straight = seq2seq.train(seq2seq.experiment(cfg), say=quiet).folder
+    half = seq2seq.experiment(cfg, [f"train.max_steps={stop_at}"], out=tmp / "half")
     seq2seq.train(half, say=quiet)
-    stopped = load_train_state(tmp_path / "half")["data"]
+    stopped = load_train_state(tmp / "half")["data"]
     assert stopped["epoch"] >= 1 and stopped["index"] >= 1
-    resumed = seq2seq.train(seq2seq.experiment(cfg, out=tmp_path / "half"), resume=True,
+    resumed = seq2seq.train(seq2seq.experiment(cfg, out=tmp / "half"), resume=True,
                             say=quiet).folder
     a, b = weights(straight), weights(resumed)
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
-    plain = seq2seq.train(seq2seq.experiment(cfg, ["data.bpe_dropout=0"], out=tmp_path / "p"),
-                          say=quiet).folder
+    plain = seq2seq.train(seq2seq.experiment(cfg, [without], out=tmp / "p"), say=quiet).folder
     assert not all(torch.equal(a[k], v) for k, v in weights(plain).items())
+
+
+def test_a_resumed_run_with_bpe_dropout_is_the_uninterrupted_one(tmp_path):
+    """12 updates over epochs of 6 batches, stopped at 7: the segmentations are drawn again."""
+    resumes_exactly(tmp_path, tiny(tmp_path), 7, "data.bpe_dropout=0")
 
 
 @pytest.mark.parametrize("setting, says", [

@@ -441,6 +441,6 @@ def _encode(tok: Tokenizer, splits: dict[str, list], data: DataConfig, max_len: 
 
 
 __all__ = ["DataConfig", "TASK", "Translator", "decode_ids", "denoising_batches", "encode_pairs",
-           "epoch_batches", "experiment", "import_hf_bart", "import_hf_marian", "import_hf_t5", "load_documents",
-           "load_pairs", "make_evaluate", "pair_batches", "reports_rouge", "score_translations",
+           "epoch_batches", "experiment", "import_hf_bart", "import_hf_marian", "import_hf_t5",
+           "load_documents", "load_pairs", "make_evaluate", "pair_batches", "reports_rouge", "score_translations",
            "seq2seq_loss", "train"]
