@@ -332,7 +332,8 @@ def train(exp: Experiment, resume: bool = False, out: str | Path | None = None,
     # the run's folder has one writer, this process, until its last save (aiayn.folder.lock)
     with start_run(exp, resume, out, say, added={"data.source_eos": False, "data.objective": None,
                                                  "data.text": None,
-                                                 "data.valid_rouge": None, "data.concat": 0.0}, world=world) as run:
+                                                 "data.valid_rouge": None, "data.concat": 0.0},
+                   world=world) as run:
         say, cfg, data = run.say, exp.train, exp.data
         t0 = time.monotonic()
         splits = load_documents(data) if data.objective else load_pairs(data)
@@ -442,5 +443,5 @@ def _encode(tok: Tokenizer, splits: dict[str, list], data: DataConfig, max_len: 
 
 __all__ = ["DataConfig", "TASK", "Translator", "decode_ids", "denoising_batches", "encode_pairs",
            "epoch_batches", "experiment", "import_hf_bart", "import_hf_marian", "import_hf_t5",
-           "load_documents", "load_pairs", "make_evaluate", "pair_batches", "reports_rouge", "score_translations",
-           "seq2seq_loss", "train"]
+           "load_documents", "load_pairs", "make_evaluate", "pair_batches", "reports_rouge",
+           "score_translations", "seq2seq_loss", "train"]

@@ -29,6 +29,6 @@ from aiayn.tasks.seq2seq_loss import seq2seq_loss
 from aiayn.tasks.seq2seq_loss import seq2seq_loss as translation_loss
 
 __all__ = ["DataConfig", "TASK", "Translator", "decode_ids", "denoising_batches", "encode_pairs",
-           "epoch_batches", "experiment", "import_hf_bart", "import_hf_marian", "import_hf_t5", "load_documents",
-           "load_pairs", "make_evaluate", "pair_batches", "reports_rouge", "score_translations",
-           "seq2seq_loss", "train", "translation_loss"]
+           "epoch_batches", "experiment", "import_hf_bart", "import_hf_marian", "import_hf_t5",
+           "load_documents", "load_pairs", "make_evaluate", "pair_batches", "reports_rouge",
+           "score_translations", "seq2seq_loss", "train", "translation_loss"]

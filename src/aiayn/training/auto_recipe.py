@@ -142,9 +142,10 @@ ENSEMBLE_FROM_PASSES, ENSEMBLE_MEMBERS = 100, 2
 # times or more: each epoch CONCAT_SHARE x the corpus's pairs, each two random pairs joined. At
 # 5k pairs an ensemble's outputs were short, the more so the longer the sentence (rule 6's with
 # d_ff 1024 and label smoothing 0.2, seeds 0 and 1: beam-4 hypotheses 0.87-0.90 of the
-# reference's length, 0.65 for references of 15-19 words), and the corpus holds few long ones. Rule 7 (RESULTS.md, 2026-12-02, a fifth session): en-de 5k,
-# rule 6's ensemble with as many joins as pairs, 60 minutes on 1 thread, seeds 0 and 1: dev BLEU
-# 26.6 and 26.8 (chrF 48.4, 47.9) against rule 6's 23.9 and 24.1 (43.9 mean); length 0.94-0.95.
+# reference's length, 0.65 for references of 15-19 words), and the corpus holds few long ones.
+# Rule 7 (RESULTS.md, 2026-12-02, a fifth session): en-de 5k, rule 6's ensemble with as many
+# joins as pairs, 60 minutes on 1 thread, seeds 0 and 1: dev BLEU 26.6 and 26.8 (chrF 48.4,
+# 47.9) against rule 6's 23.9 and 24.1 (43.9 mean); length 0.94-0.95.
 # Unmeasured for one model (--ensemble 1) and below 100 passes.
 CONCAT_FROM_PASSES, CONCAT_SHARE = 100, 1.0
 
