@@ -108,8 +108,12 @@ def test_many_passes_add_joins_of_two_pairs_to_each_epoch():
         assert many.data["concat"] == CONCAT_SHARE
         assert sum("joins of two random pairs" in r for r in many.reasons) == 1
         assert any(r.startswith("dropout ") and "joins" in r for r in many.reasons)
+    one = plan(facts(20_000), Budget(60))  # rule 8: one model's tens of passes too
+    assert one.members == 1 and CONCAT_FROM_PASSES <= one.epochs < ENSEMBLE_FROM_PASSES
+    assert one.data["concat"] == CONCAT_SHARE
     for members in (None, 2):
-        few = plan(facts(20_000), Budget(60), members=members)
+        few = plan(facts(80_000), Budget(60), members=members)
+        assert plan(facts(80_000), Budget(60), members=1).epochs < CONCAT_FROM_PASSES
         assert "concat" not in few.data and not any("joins" in r for r in few.reasons)
     config = plan(facts(5_000), Budget(60)).config()
     config["data"]["corpus"] = "gettext"
