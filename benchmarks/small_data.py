@@ -4,7 +4,10 @@ Corpora: the OS's gettext catalogs, English -> each of --langs (de, fr, es by de
 --sizes training pairs (5k, 20k, 40k: nested, from one seeded shuffle of the training split; 80k
 is not offered: the largest pair here, en-fr, has 54.8k). Each keeps gettext's own dev split
 (its first 500 pairs: what the runs validate on) and test split (scored once, at the end; no
-choice reads it: auto reads the training split alone).
+choice reads it: auto reads the training split alone). `--domain debian` cuts them from a second
+domain instead: Debian's package descriptions and their human translations (prose, not UI
+strings; aiayn.data.debian_descriptions: 41.3k en-de and 57.0k en-fr training pairs), fetched
+once from the Debian mirror; its folders and results are named debian-LANG-SIZE...
 
 Systems, each for --minutes of training on --threads threads, per seed:
   auto           `aiayn train auto --corpus DIR --minutes M` (aiayn/training/auto_recipe.py)
@@ -29,6 +32,7 @@ comes from, read where the rule may be refitted (the test split stays for the fi
     python benchmarks/small_data.py --minutes 2 --langs de --sizes 5000 --seeds 0   # a look
     python benchmarks/small_data.py --quick                # smoke: aiayn systems, a minute each
     python benchmarks/small_data.py --record               # append the table to RESULTS.md
+    python benchmarks/small_data.py --domain debian --langs de --sizes 20000 --seeds 0  # prose
     python benchmarks/small_data.py --minutes 15 --langs de --sizes 20000 --seeds 0 --ablate
     python benchmarks/small_data.py --minutes 60 --langs de --sizes 20000 --seeds 0 --systems auto \
         --ablate --knobs dropout                           # one knob
@@ -68,6 +72,9 @@ from aiayn.training.auto_recipe import RULE  # noqa: E402
 
 SYSTEMS = ("auto", "gettext-small", "paper-base", "fairseq-iwslt")
 AIAYN_SYSTEMS = SYSTEMS[:3]
+# --domain: the corpus each comes from (aiayn.data) and its folders' and results' name prefix
+CORPUS_OF = {"gettext": "gettext", "debian": "debian-descriptions"}
+PREFIX = {"gettext": "", "debian": "debian-"}
 DEV_PAIRS = 500
 TITLE = "Small corpora at equal time: `aiayn train auto` vs fixed recipes (`benchmarks/small_data.py`)"
 COMMON = ["train.progress=false", "train.tensorboard=false"]
@@ -167,24 +174,33 @@ def swaps_to_run(corpus: Path, args) -> list[str]:
             if not same(recipe) and knob in (args.knobs or SWAPS)]
 
 
-def cut_corpora(work: Path, lang: str, sizes: list[int], test_lines: int | None) -> dict[int, Path]:
-    """LANG-SIZE corpus folders (train / valid / test), nested cuts of one shuffle."""
-    from aiayn.data.gettext_corpus import gettext_pairs
+def cut_corpora(work: Path, lang: str, sizes: list[int], test_lines: int | None,
+                domain: str = "gettext") -> dict[int, Path]:
+    """[DOMAIN-]LANG-SIZE corpus folders (train / valid / test), nested cuts of one shuffle."""
     from aiayn.data.parallel import write_corpus_dir
 
-    folders = {n: work / "data" / f"{lang}-{n}" for n in sizes}
+    folders = {n: work / "data" / f"{PREFIX[domain]}{lang}-{n}" for n in sizes}
     if all((f / "test.tgt").is_file() for f in folders.values()):
         return folders
-    splits = gettext_pairs(lang)
+    meta = {"corpus": CORPUS_OF[domain], "src_lang": "en", "tgt_lang": lang}
+    if domain == "gettext":
+        from aiayn.data.gettext_corpus import gettext_pairs
+
+        splits = gettext_pairs(lang)
+    else:
+        from aiayn.data.debian_descriptions import debian_pairs, fetch_translations, sha256_of
+
+        files = fetch_translations(lang)  # cached after the first run
+        splits = debian_pairs(lang, files["en"].parent)
+        meta["params"] = {"files": {f.name: sha256_of(f) for f in files.values()}}
     train = list(splits["train"])
     random.Random(0).shuffle(train)
     for n, folder in folders.items():
         if n > len(train):
-            sys.exit(f"--sizes {n}: en-{lang} has {len(train):,} training pairs")
+            sys.exit(f"--sizes {n}: {domain} en-{lang} has {len(train):,} training pairs")
         corpus = {"train": train[:n], "valid": splits["valid"][:min(DEV_PAIRS, test_lines or DEV_PAIRS)],
                   "test": splits["test"][:test_lines] if test_lines else splits["test"]}
-        write_corpus_dir(corpus, folder, {"corpus": "gettext", "src_lang": "en",
-                                          "tgt_lang": lang}, force=True)
+        write_corpus_dir(corpus, folder, meta, force=True)
     return folders
 
 
@@ -269,7 +285,7 @@ def score_split(system: str, model: Path, data: dict, corpus: Path, split: str,
 def run_one(lang: str, size: int, system: str, seed: int, corpus: Path, args) -> dict:
     """Train one system on one corpus, then score it on the dev split and (except the
     ablations, which are for choices) on the test split; the result is saved and reused."""
-    name = f"{lang}-{size}-{system}-s{seed}-{args.minutes:g}min"
+    name = f"{PREFIX[args.domain]}{lang}-{size}-{system}-s{seed}-{args.minutes:g}min"
     done = Path(args.work) / "results" / f"{name}.json"
     out = Path(args.work) / "models" / name
     supersede(done, system)
@@ -295,6 +311,8 @@ def run_one(lang: str, size: int, system: str, seed: int, corpus: Path, args) ->
         settings, model = train_aiayn(system, corpus, out, seed, args), out
     result = {"lang": lang, "size": size, "system": system, "seed": seed, "settings": settings,
               "minutes": args.minutes, **made_and_planned(out)}
+    if args.domain != "gettext":  # gettext's results, from before --domain, name none
+        result["domain"] = args.domain
     if system.startswith("auto"):
         result["rule"] = RULE
     for split in ("valid", "test") if system in SYSTEMS else ("valid",):
@@ -375,6 +393,18 @@ def made_and_planned(out: Path) -> dict:
     return found
 
 
+def corpus_of(result: dict) -> tuple[int, str, int, str]:
+    """(domain's place, language, size, domain) of a result: how the tables group and order
+    their rows (gettext's first)."""
+    domain = result.get("domain", "gettext")
+    return list(CORPUS_OF).index(domain), result["lang"], result["size"], domain
+
+
+def label(corpus: tuple[int, str, int, str]) -> str:
+    _, lang, size, domain = corpus
+    return f"en-{lang} {size:,}" + ("" if domain == "gettext" else f" ({domain})")
+
+
 def ablation_table(results: list[dict]) -> str:
     """Dev BLEU of auto and, per knob set back to gettext-small's value (and per variant run),
     its change."""
@@ -384,9 +414,8 @@ def ablation_table(results: list[dict]) -> str:
                 f"{k} as gettext-small's" if k in SWAPS else k.replace("-", " ")
                 for k in knobs) + " |",
             "|---|---:|" + "---:|" * len(knobs)]
-    for lang, size in sorted({(r["lang"], r["size"]) for r in results}):
-        mine = [r for r in results if (r["lang"], r["size"]) == (lang, size)
-                and "dev_bleu" in r]
+    for key in sorted({corpus_of(r) for r in results}):
+        mine = [r for r in results if corpus_of(r) == key and "dev_bleu" in r]
         base = [r["dev_bleu"] for r in mine if r["system"] == "auto"]
         if not base:
             continue
@@ -395,7 +424,7 @@ def ablation_table(results: list[dict]) -> str:
             swapped = [r["dev_bleu"] for r in mine if r["system"] == f"auto-swap-{knob}"]
             cells.append(f"{statistics.mean(swapped) - statistics.mean(base):+.1f}" if swapped
                          else "·")
-        rows.append(f"| en-{lang} {size:,} | {statistics.mean(base):.1f} "
+        rows.append(f"| {label(key)} | {statistics.mean(base):.1f} "
                     f"({', '.join(f'{b:.1f}' for b in base)}) | " + " | ".join(cells) + " |")
     return "\n".join(rows) + NOT_RUN
 
@@ -405,12 +434,12 @@ def averages_table(results: list[dict], ks: list[int]) -> str:
     rows = ["| corpus | system | seed | its weights: dev BLEU / chrF | " + " | ".join(
                 f"last {k} checkpoints averaged" for k in ks) + " |",
             "|---|---|---:|---:|" + "---:|" * len(ks)]
-    for r in sorted(results, key=lambda r: (r["lang"], r["size"], r["system"], r["seed"])):
+    for r in sorted(results, key=lambda r: (corpus_of(r), r["system"], r["seed"])):
         if "dev_bleu" not in r or not any(f"dev_last{k}" in r for k in ks):
             continue
         cells = [f"{r[f'dev_last{k}'][0]:.1f} / {r[f'dev_last{k}'][1]:.1f}"
                  if f"dev_last{k}" in r else "·" for k in ks]
-        rows.append(f"| en-{r['lang']} {r['size']:,} | {r['system']} | {r['seed']} | "
+        rows.append(f"| {label(corpus_of(r))} | {r['system']} | {r['seed']} | "
                     f"{r['dev_bleu']:.1f} / {r['dev_chrf']:.1f} | " + " | ".join(cells) + " |")
     return "\n".join(rows)
 
@@ -421,12 +450,12 @@ NOT_RUN = "\n\n·: not run (auto chose that value itself, or --knobs left it out
 def table(results: list[dict]) -> str:
     rows = ["| corpus | system | test BLEU (mean; seeds) | test chrF (mean) | settings |",
             "|---|---|---:|---:|---|"]
-    keys = sorted({(r["lang"], r["size"], r["system"]) for r in results if r["system"] in SYSTEMS},
-                  key=lambda k: (k[0], k[1], SYSTEMS.index(k[2])))
-    for lang, size, system in keys:
-        mine = [r for r in results if (r["lang"], r["size"], r["system"]) == (lang, size, system)]
+    keys = sorted({(corpus_of(r), r["system"]) for r in results if r["system"] in SYSTEMS},
+                  key=lambda k: (k[0], SYSTEMS.index(k[1])))
+    for key, system in keys:
+        mine = [r for r in results if (corpus_of(r), r["system"]) == (key, system)]
         bleu = [r["bleu"] for r in mine]
-        rows.append(f"| en-{lang} {size:,} | {system} | {statistics.mean(bleu):.1f} "
+        rows.append(f"| {label(key)} | {system} | {statistics.mean(bleu):.1f} "
                     f"({', '.join(f'{b:.1f}' for b in bleu)}) | "
                     f"{statistics.mean(r['chrf'] for r in mine):.1f} | {mine[0]['settings']} |")
     return "\n".join(rows)
@@ -441,6 +470,9 @@ def main(argv: list[str] | None = None) -> list[dict]:
     p.add_argument("--sizes", type=int, nargs="+", default=[5000, 20000, 40000])
     p.add_argument("--langs", nargs="+", default=["de", "fr", "es"])
     p.add_argument("--systems", nargs="+", choices=SYSTEMS, default=list(SYSTEMS))
+    p.add_argument("--domain", choices=list(CORPUS_OF), default="gettext",
+                   help="gettext: the OS's UI messages (default); debian: Debian's package "
+                        "descriptions, prose (fetched once from the Debian mirror)")
     p.add_argument("--work", default="runs/small-data", help="corpora, models, results")
     p.add_argument("--jobs", type=int, default=1,
                    help="runs at a time, each on --threads threads (default 1); e.g. --jobs 2 "
@@ -471,7 +503,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
         peer.ensure_venv()
     runs = []
     for lang in args.langs:
-        corpora = cut_corpora(Path(args.work), lang, args.sizes, test_lines)
+        corpora = cut_corpora(Path(args.work), lang, args.sizes, test_lines, args.domain)
         for size in args.sizes:
             swaps = swaps_to_run(corpora[size], args) if args.ablate else []
             for seed in args.seeds:

@@ -66,6 +66,16 @@ def test_the_ablation_table_gives_each_knob_its_change_in_dev_bleu(small_data):
     assert table[0].endswith("| dropout 0.2 |") and table[-1].endswith("| +2.0 |")
 
 
+def test_a_second_domain_gets_rows_of_its_own(small_data):
+    results = [{"lang": "de", "size": 5000, "system": "auto", "seed": 0, "bleu": 30.0,
+                "chrf": 50.0, "settings": "s"},
+               {"lang": "de", "size": 5000, "system": "auto", "seed": 0, "bleu": 20.0,
+                "chrf": 40.0, "settings": "s", "domain": "debian"}]
+    rows = small_data.table(results).splitlines()[2:]
+    assert rows == ["| en-de 5,000 | auto | 30.0 (30.0) | 50.0 | s |",
+                    "| en-de 5,000 (debian) | auto | 20.0 (20.0) | 40.0 | s |"]
+
+
 def test_the_averages_table_puts_each_run_beside_its_last_checkpoints_averaged(small_data):
     results = [{"lang": "de", "size": 5000, "system": "auto", "seed": 0, "dev_bleu": 20.0,
                 "dev_chrf": 40.0, "dev_last2": [21.04, 41.0]},

@@ -40,6 +40,25 @@ def test_data_gettext(tmp_path, capsys):
     assert stats["tgt_lang"] == "de"
 
 
+def test_data_debian_descriptions_names_the_files_it_was_made_from(tmp_path, capsys):
+    from tests.data.test_debian_descriptions import ENGLISH, GERMAN
+
+    i18n = tmp_path / "i18n"
+    i18n.mkdir()
+    (i18n / "Translation-en").write_text(ENGLISH, encoding="utf-8")
+    (i18n / "Translation-de").write_text(GERMAN, encoding="utf-8")
+    rc = main(["data", "debian-descriptions", "--lang", "de", "--i18n-dir", str(i18n),
+               "--out", str(tmp_path / "dd")])
+    assert rc == 0
+    assert len(capsys.readouterr().out.strip().splitlines()) == 3
+    stats = json.loads((tmp_path / "dd" / "stats.json").read_text(encoding="utf-8"))
+    assert stats["corpus"] == "debian-descriptions" and stats["tgt_lang"] == "de"
+    assert sum(s["pairs"] for s in stats["splits"].values()) == 9
+    files = stats["params"]["files"]  # which of the mirror's versions: by sha256
+    assert sorted(files) == ["Translation-de", "Translation-en"]
+    assert all(len(digest) == 64 for digest in files.values())
+
+
 def test_data_error_is_one_line(tmp_path, capsys):
     rc = main(["data", "gettext", "--lang", "xx", "--locale-dir", str(tmp_path),
                "--out", str(tmp_path / "o")])

@@ -2,6 +2,9 @@
 
     aiayn data dates-numbers --out DIR [--n-train 20000 --n-valid 500 --n-test 1000 --seed 0]
     aiayn data gettext --lang de --out DIR [--locale-dir /usr/share/locale]
+    aiayn data debian-descriptions --lang de --out DIR [--i18n-dir DIR]
+                                (Debian's package descriptions and their translations; fetched
+                                once from the Debian mirror into --i18n-dir)
     aiayn data stdlib-docstrings --out DIR [--valid-frac 0.05 --test-frac 0.05]
                                 (summarization: a stdlib docstring's body -> its summary line)
 
@@ -42,6 +45,19 @@ def register(sub) -> None:
     gt.add_argument("--max-chars", type=int, default=200, help="drop longer messages")
     gt.set_defaults(func=_gettext)
 
+    dd = corpora.add_parser("debian-descriptions",
+                            help="English -> LANG Debian package descriptions (prose; fetched once)")
+    dd.add_argument("--out", required=True, help="output directory")
+    dd.add_argument("--force", action="store_true", help="replace the corpus --out holds")
+    dd.add_argument("--lang", default="de", help="target language code (default: de)")
+    dd.add_argument("--i18n-dir", default=None,
+                    help="holds Translation-en and Translation-LANG (plain, .bz2 or .xz); missing "
+                         "ones are fetched there (default: ~/.cache/aiayn/debian-i18n/bookworm)")
+    dd.add_argument("--valid-frac", type=float, default=0.02)
+    dd.add_argument("--test-frac", type=float, default=0.02)
+    dd.add_argument("--max-chars", type=int, default=300, help="drop longer sentences")
+    dd.set_defaults(func=_debian_descriptions)
+
     sd = corpora.add_parser("stdlib-docstrings",
                             help="summarization: Python stdlib docstring bodies -> summary lines")
     sd.add_argument("--out", required=True, help="output directory")
@@ -77,6 +93,20 @@ def _gettext(args: argparse.Namespace) -> int:
     params = dict(lang=args.lang, locale_dir=args.locale_dir, valid_frac=args.valid_frac,
                   test_frac=args.test_frac, max_chars=args.max_chars)
     return _write("gettext", gettext_pairs(**params), args, ("en", args.lang), params)
+
+
+def _debian_descriptions(args: argparse.Namespace) -> int:
+    from aiayn.data.debian_descriptions import debian_pairs, fetch_translations, sha256_of
+    from aiayn.data.parallel import check_corpus_out
+
+    check_corpus_out(args.out, args.force)
+    files = fetch_translations(args.lang, args.i18n_dir)
+    params = dict(lang=args.lang, valid_frac=args.valid_frac, test_frac=args.test_frac,
+                  max_chars=args.max_chars)
+    corpus = debian_pairs(folder=files["en"].parent, **params)
+    # the mirror's files change at Debian's point releases: say which ones made this corpus
+    params["files"] = {path.name: sha256_of(path) for path in files.values()}
+    return _write("debian-descriptions", corpus, args, ("en", args.lang), params)
 
 
 def _stdlib_docstrings(args: argparse.Namespace) -> int:

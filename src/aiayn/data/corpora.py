@@ -4,6 +4,8 @@ Built in:
 
     dates-numbers   English -> German dates and spelled-out numbers (aiayn.data.dates_numbers)
     gettext         English -> German UI messages of the OS (aiayn.data.gettext_corpus)
+    debian-descriptions  English -> German Debian package descriptions, prose (needs its files:
+                    `aiayn data debian-descriptions` fetches them; aiayn.data.debian_descriptions)
     stdlib-docstrings  summarization: a Python stdlib docstring's body -> its summary line
                     (aiayn.data.stdlib_docstrings)
 
@@ -19,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from aiayn.data.dates_numbers import dates_numbers
+from aiayn.data.debian_descriptions import debian_pairs
 from aiayn.data.gettext_corpus import gettext_pairs
 from aiayn.data.parallel import Pair, read_corpus_dir
 from aiayn.data.stdlib_docstrings import stdlib_docstrings
@@ -39,6 +42,7 @@ def register_corpus(name: str, builder: Callable[..., Corpus],
 
 register_corpus("dates-numbers", dates_numbers)
 register_corpus("gettext", gettext_pairs)
+register_corpus("debian-descriptions", debian_pairs)
 register_corpus("stdlib-docstrings", stdlib_docstrings, ("en", "en"))
 
 
