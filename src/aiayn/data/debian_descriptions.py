@@ -43,7 +43,7 @@ import urllib.request
 from collections import Counter, defaultdict
 from pathlib import Path
 
-from aiayn.data.gettext_corpus import Pair, split_of
+from aiayn.data.gettext_corpus import Pair, check_fractions, count_letters, split_by_source
 from aiayn.errors import UserError
 
 MIRROR = "http://deb.debian.org/debian"
@@ -177,9 +177,7 @@ def debian_pairs(lang: str = "de", folder: str | Path | None = None, valid_frac:
                  max_chars: int = 300) -> dict[str, list[Pair]]:
     """{"train", "valid", "test"} -> (English, translation) pairs, one per English sentence, from
     the Translation files in ``folder`` (default: ``default_dir()``; see fetch_translations)."""
-    if not (0 <= valid_frac and 0 <= test_frac and valid_frac + test_frac < 1):
-        raise UserError(f"debian-descriptions: valid_frac={valid_frac} and test_frac={test_frac} "
-                        "must be >= 0 and sum to less than 1")
+    check_fractions("debian-descriptions", valid_frac, test_frac)
     folder = Path(folder) if folder else default_dir()
     english = read_translation(find_translation(folder, "en"), "en")
     translated = read_translation(find_translation(folder, lang), lang)
@@ -187,14 +185,6 @@ def debian_pairs(lang: str = "de", folder: str | Path | None = None, valid_frac:
     for md5 in sorted(translated.keys() & english.keys()):
         for en, tr in aligned_pairs(english[md5], translated[md5]):
             if en != tr and max(len(en), len(tr)) <= max_chars \
-                    and min(_letters(en), _letters(tr)) >= min_letters:
+                    and min(count_letters(en), count_letters(tr)) >= min_letters:
                 translations[en][tr] += 1
-    splits: dict[str, list[Pair]] = {"train": [], "valid": [], "test": []}
-    for en in sorted(translations):
-        tr = min(translations[en].items(), key=lambda kv: (-kv[1], kv[0]))[0]
-        splits[split_of(en, valid_frac, test_frac)].append((en, tr))
-    return splits
-
-
-def _letters(text: str) -> int:
-    return sum(c.isalpha() for c in text)
+    return split_by_source(translations, valid_frac, test_frac)

@@ -125,12 +125,13 @@ def _clean_entry(msgid: str, msgstr: str, min_letters: int, max_chars: int) -> P
     en, de = _strip_accelerators(_normalise(msgid), _normalise(msgstr))
     if en == de or max(len(en), len(de)) > max_chars:
         return None
-    if min(_letters(en), _letters(de)) < min_letters:
+    if min(count_letters(en), count_letters(de)) < min_letters:
         return None
     return en, de
 
 
-def _letters(text: str) -> int:
+def count_letters(text: str) -> int:
+    """Letters of a message outside its printf placeholders."""
     return sum(c.isalpha() for c in _PRINTF.sub("", text))
 
 
@@ -167,14 +168,25 @@ def gettext_pairs(lang: str = "de", locale_dir: str | Path = LOCALE_DIR,
                   valid_frac: float = 0.02, test_frac: float = 0.02, min_letters: int = 2,
                   max_chars: int = 200) -> dict[str, list[Pair]]:
     """{"train", "valid", "test"} -> (English, translation) pairs, one per English sentence."""
-    if not (0 <= valid_frac and 0 <= test_frac and valid_frac + test_frac < 1):
-        raise UserError(f"gettext: valid_frac={valid_frac} and test_frac={test_frac} must be "
-                        ">= 0 and sum to less than 1")
+    check_fractions("gettext", valid_frac, test_frac)
     translations: dict[str, Counter] = defaultdict(Counter)
     for _, en, de in gettext_entries(lang, locale_dir, min_letters, max_chars):
         translations[en][de] += 1
+    return split_by_source(translations, valid_frac, test_frac)
+
+
+def check_fractions(corpus: str, valid_frac: float, test_frac: float) -> None:
+    if not (0 <= valid_frac and 0 <= test_frac and valid_frac + test_frac < 1):
+        raise UserError(f"{corpus}: valid_frac={valid_frac} and test_frac={test_frac} must be "
+                        ">= 0 and sum to less than 1")
+
+
+def split_by_source(translations: dict[str, Counter], valid_frac: float,
+                    test_frac: float) -> dict[str, list[Pair]]:
+    """One translation per English sentence (the most frequent; ties go to the alphabetically
+    first), each pair in the split ``split_of`` gives its English sentence."""
     splits: dict[str, list[Pair]] = {"train": [], "valid": [], "test": []}
     for en in sorted(translations):
-        de = min(translations[en].items(), key=lambda kv: (-kv[1], kv[0]))[0]
-        splits[split_of(en, valid_frac, test_frac)].append((en, de))
+        tr = min(translations[en].items(), key=lambda kv: (-kv[1], kv[0]))[0]
+        splits[split_of(en, valid_frac, test_frac)].append((en, tr))
     return splits
