@@ -6,7 +6,7 @@ is not offered: the largest pair here, en-fr, has 54.8k). Each keeps gettext's o
 (its first 500 pairs: what the runs validate on) and test split (scored once, at the end; no
 choice reads it: auto reads the training split alone). `--domain debian` cuts them from a second
 domain instead: Debian's package descriptions and their human translations (prose, not UI
-strings; aiayn.data.debian_descriptions: 41.3k en-de and 57.0k en-fr training pairs), fetched
+strings; aiayn.data.debian_descriptions: 40.9k en-de and 56.7k en-fr training pairs), fetched
 once from the Debian mirror; its folders and results are named debian-LANG-SIZE...
 
 Systems, each for --minutes of training on --threads threads, per seed:

@@ -48,6 +48,10 @@ Description-en: a viewer
 Package: same
 Description-md5: eee
 Description-en: GNOME
+
+Package: shifted
+Description-md5: fff
+Description-en: Complete integrity check
 """
 
 GERMAN = """\
@@ -73,6 +77,10 @@ Description-de: ein Betrachter
 Package: same
 Description-md5: eee
 Description-de: GNOME
+
+Package: shifted
+Description-md5: fff
+Description-de: benutzt kryptografische Prüfsummen von Dateien, um Modifizierungen zu entdecken
 """
 
 
@@ -106,7 +114,7 @@ def test_units_pair_by_sentence_where_both_sides_split_alike():
 def test_the_translation_files_read_plain_or_compressed(i18n):
     english = read_translation(i18n / "Translation-en", "en")
     german = read_translation(i18n / "Translation-de.bz2", "de")
-    assert set(english) == {"aaa", "bbb", "ccc", "ddd", "eee"} and "ccc" not in german
+    assert set(english) == {"aaa", "bbb", "ccc", "ddd", "eee", "fff"} and "ccc" not in german
     assert german["aaa"][:2] == ["einfacher Texteditor", "Der Editor öffnet Dateien. Er "
                                  "speichert sie auch."]
 
@@ -122,7 +130,8 @@ def test_pairs_are_matched_by_md5_cleaned_and_split_by_the_english_sentence(i18n
         ("documentation for the editor", "Dokumentation für den Editor"),
         ("This package contains the manual.", "Dieses Paket enthält das Handbuch."),
         ("a viewer", "ein Betrachter"),  # its body's paragraphs do not pair: synopsis alone
-    ])  # nothing of "ccc" (untranslated) nor "GNOME" (the same on both sides)
+    ])  # nothing of "ccc" (untranslated), "GNOME" (the same on both sides) nor "fff" (a
+    # German over three times as long as its English: an item paired out of step)
     for split, members in splits.items():
         assert all(split_of(en, 0.3, 0.3) == split for en, _ in members)
     assert not shared_sources(splits)

@@ -22,7 +22,9 @@ sentences about what software does, 14 words on average. Pairs, in order:
 * a unit splits into sentences (after ``.``, ``!`` or ``?`` before a capital or a digit); where
   both sides have the same number, each sentence is a pair; where not, the unit is one pair;
 * whitespace runs become one space; pairs longer than ``max_chars`` on either side, with fewer
-  than ``min_letters`` letters, or identical on both sides (untranslated), are dropped;
+  than ``min_letters`` letters, identical on both sides (untranslated), or with one side over
+  twice as long as the other and 40 characters or more (paired out of step: 0.9% of en-de), are
+  dropped;
 * one translation per English sentence (the most frequent; ties go to the alphabetically first),
   split by a hash of the English sentence, as ``gettext_pairs`` does (``split_of``).
 
@@ -184,7 +186,14 @@ def debian_pairs(lang: str = "de", folder: str | Path | None = None, valid_frac:
     translations: dict[str, Counter] = defaultdict(Counter)
     for md5 in sorted(translated.keys() & english.keys()):
         for en, tr in aligned_pairs(english[md5], translated[md5]):
-            if en != tr and max(len(en), len(tr)) <= max_chars \
+            if en != tr and max(len(en), len(tr)) <= max_chars and not _lopsided(en, tr) \
                     and min(count_letters(en), count_letters(tr)) >= min_letters:
                 translations[en][tr] += 1
     return split_by_source(translations, valid_frac, test_frac)
+
+
+def _lopsided(a: str, b: str) -> bool:
+    """One side over twice as long as the other, 40 characters or more: sentences paired out of
+    step (two items, one side's split where the other's is not), seldom a translation."""
+    short, long = sorted((len(a), len(b)))
+    return long >= 40 and long > 2 * short
