@@ -225,6 +225,8 @@ def train_aiayn(system: str, corpus: Path, out: Path, seed: int, args) -> str:
         m, t = c["model"], c["train"]
         ensemble = f", an ensemble of {len(members)} x {t['max_minutes']:g} min" \
             if len(members) > 1 else ""
+        if c["data"].get("concat"):  # rules 7 and 8: joins of two pairs, this many per pair
+            ensemble = f", joins {c['data']['concat']:g}x{ensemble}"
         return (f"d_model {m['d_model']}, {m['n_heads']} heads, d_ff {m['d_ff']}, "
                 f"{m['n_layers']}+{m['n_layers']}, dropout {m['dropout']}, BPE "
                 f"{c['data']['vocab_size']:,}, {t['max_tokens']:,} tokens, lr {t['lr']:g} / "

@@ -104,6 +104,12 @@ def test_small_data_quick_runs_the_aiayn_systems_and_resumes(small_data, tmp_pat
         model = tmp_path / "models" / f"de-1200-{system}-s0-1min"
         assert (model / "config.json").is_file() or \
             (system == "auto" and (model / "ensemble.json").is_file())
+        if system == "auto":  # its settings line says whether it chose joins of two pairs
+            import yaml
+
+            first = model / (small_data._members(model) or [""])[0]
+            concat = yaml.safe_load((first / "auto.yaml").read_text())["data"].get("concat")
+            assert ("joins" in result["settings"]) == bool(concat), result["settings"]
     again = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     assert again.returncode == 0 and "$ " not in again.stdout  # nothing trained again
     # --average-last on the finished runs: averaged and scored on the dev split, not trained
