@@ -13,7 +13,7 @@ package lists, in deb822 paragraphs keyed by ``Description-md5`` (the md5 of the
      Dieses Paket enthält die wichtigsten von 0 A.D. benötigten Datendateien.
 
 Where gettext's messages are short UI strings (menu items, errors), these are prose: whole
-sentences about what software does, 14 words on average. Pairs, in order:
+sentences about what software does, 12 words on average. Pairs, in order:
 
 * an English and a translated description are matched by their md5;
 * the first line (the synopsis) is one unit; the body splits into paragraphs (" ." lines) and
