@@ -41,7 +41,6 @@ import hashlib
 import lzma
 import os
 import re
-import urllib.request
 from collections import Counter, defaultdict
 from pathlib import Path
 
@@ -90,6 +89,8 @@ def fetch_translations(lang: str, folder: str | Path | None = None,
 
 
 def _download(code: str, folder: Path, mirror: str) -> Path:
+    import urllib.request  # here, not at import: every `aiayn` command imports this module
+
     errors = []
     for suffix in (".xz", ".bz2"):  # Debian ships English as .xz, the others as .bz2
         url = f"{mirror}/dists/{SUITE}/main/i18n/Translation-{code}{suffix}"
