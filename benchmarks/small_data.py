@@ -7,7 +7,11 @@ is not offered: the largest pair here, en-fr, has 54.8k). Each keeps gettext's o
 choice reads it: auto reads the training split alone). `--domain debian` cuts them from a second
 domain instead: Debian's package descriptions and their human translations (prose, not UI
 strings; aiayn.data.debian_descriptions: 40.9k en-de and 56.7k en-fr training pairs), fetched
-once from the Debian mirror; its folders and results are named debian-LANG-SIZE...
+once from the Debian mirror; its folders and results are named debian-LANG-SIZE... `--domain
+both` mixes the two (82.0k en-de and 111.6k en-fr training pairs: the 80k cut), as a user whose
+corpus is UI strings and documentation together: every gettext and Debian training pair whose
+source is not a dev or test source of either, the two dev splits interleaved, the two test splits
+one after the other, each also scored alone (the result's test_by_domain).
 
 Systems, each for --minutes of training on --threads threads, per seed:
   auto           `aiayn train auto --corpus DIR --minutes M` (aiayn/training/auto_recipe.py)
@@ -73,8 +77,9 @@ from aiayn.training.auto_recipe import RULE  # noqa: E402
 SYSTEMS = ("auto", "gettext-small", "paper-base", "fairseq-iwslt")
 AIAYN_SYSTEMS = SYSTEMS[:3]
 # --domain: the corpus each comes from (aiayn.data) and its folders' and results' name prefix
-CORPUS_OF = {"gettext": "gettext", "debian": "debian-descriptions"}
-PREFIX = {"gettext": "", "debian": "debian-"}
+CORPUS_OF = {"gettext": "gettext", "debian": "debian-descriptions",
+             "both": "gettext+debian-descriptions"}
+PREFIX = {"gettext": "", "debian": "debian-", "both": "both-"}
 DEV_PAIRS = 500
 TITLE = "Small corpora at equal time: `aiayn train auto` vs fixed recipes (`benchmarks/small_data.py`)"
 COMMON = ["train.progress=false", "train.tensorboard=false"]
@@ -183,25 +188,56 @@ def cut_corpora(work: Path, lang: str, sizes: list[int], test_lines: int | None,
     if all((f / "test.tgt").is_file() for f in folders.values()):
         return folders
     meta = {"corpus": CORPUS_OF[domain], "src_lang": "en", "tgt_lang": lang}
-    if domain == "gettext":
-        from aiayn.data.gettext_corpus import gettext_pairs
-
-        splits = gettext_pairs(lang)
+    if domain == "both":
+        (gettext, _), (debian, params) = domain_splits("gettext", lang), domain_splits("debian", lang)
+        splits, parts = mixed_splits(gettext, debian, test_lines)
+        meta["test_parts"] = parts
     else:
-        from aiayn.data.debian_descriptions import debian_pairs, fetch_translations, sha256_of
-
-        files = fetch_translations(lang)  # cached after the first run
-        splits = debian_pairs(lang, files["en"].parent)
-        meta["params"] = {"files": {f.name: sha256_of(f) for f in files.values()}}
+        splits, params = domain_splits(domain, lang)
+        if test_lines:
+            splits["test"] = splits["test"][:test_lines]
+    if params:
+        meta["params"] = params
     train = list(splits["train"])
     random.Random(0).shuffle(train)
     for n, folder in folders.items():
         if n > len(train):
             sys.exit(f"--sizes {n}: {domain} en-{lang} has {len(train):,} training pairs")
         corpus = {"train": train[:n], "valid": splits["valid"][:min(DEV_PAIRS, test_lines or DEV_PAIRS)],
-                  "test": splits["test"][:test_lines] if test_lines else splits["test"]}
+                  "test": splits["test"]}
         write_corpus_dir(corpus, folder, meta, force=True)
     return folders
+
+
+def domain_splits(domain: str, lang: str) -> tuple[dict, dict]:
+    """One domain's train / valid / test pairs, and what to record of its source files."""
+    if domain == "gettext":
+        from aiayn.data.gettext_corpus import gettext_pairs
+
+        return gettext_pairs(lang), {}
+    from aiayn.data.debian_descriptions import debian_pairs, fetch_translations, sha256_of
+
+    files = fetch_translations(lang)  # cached after the first run
+    return (debian_pairs(lang, files["en"].parent),
+            {"files": {f.name: sha256_of(f) for f in files.values()}})
+
+
+def mixed_splits(gettext: dict, debian: dict, test_lines: int | None = None
+                 ) -> tuple[dict, list[list]]:
+    """The two domains as one corpus (--domain both): their training pairs, less any whose
+    source is a dev or test source of either (no held-out sentence is trained on, whichever
+    domain it came from); the dev splits interleaved (the first 500 hold 250 of each); the test
+    splits one after the other (with test_lines, half of it from each), and their
+    [corpus, pairs] in that order, to score each alone."""
+    held_out = {src for s in (gettext, debian) for split in ("valid", "test")
+                for src, _ in s[split]}
+    train = [p for s in (gettext, debian) for p in s["train"] if p[0] not in held_out]
+    valid = [p for pair in zip(gettext["valid"], debian["valid"], strict=False) for p in pair]
+    n = min(len(gettext["valid"]), len(debian["valid"]))
+    valid += gettext["valid"][n:] + debian["valid"][n:]
+    tests = [s["test"][:test_lines // 2] if test_lines else s["test"] for s in (gettext, debian)]
+    return ({"train": train, "valid": valid, "test": tests[0] + tests[1]},
+            [[CORPUS_OF[d], len(test)] for d, test in zip(("gettext", "debian"), tests, strict=True)])
 
 
 def train_aiayn(system: str, corpus: Path, out: Path, seed: int, args) -> str:
@@ -281,7 +317,24 @@ def score_split(system: str, model: Path, data: dict, corpus: Path, split: str,
     hyp = hyp.with_name(f"{hyp.name}.{split}.hyp")
     peer.decode("fairseq" if system == "fairseq-iwslt" else "aiayn", model, data, 4, hyp, threads)
     scores = peer.score(hyp, data["ref"])
-    return scores if split == "test" else {"dev_bleu": scores["bleu"], "dev_chrf": scores["chrf"]}
+    if split != "test":
+        return {"dev_bleu": scores["bleu"], "dev_chrf": scores["chrf"]}
+    if parts := json.loads((corpus / "stats.json").read_text(encoding="utf-8")).get("test_parts"):
+        scores["test_by_domain"] = by_part(hyp.read_text(encoding="utf-8").splitlines(),
+                                           data["ref"].read_text(encoding="utf-8").splitlines(),
+                                           parts)
+    return scores
+
+
+def by_part(hyps: list[str], refs: list[str], parts: list[list]) -> dict[str, list[float]]:
+    """{corpus: [BLEU, chrF]} of each stretch of a test split that `parts` ([corpus, lines], in
+    order) names: a mixed corpus's domains scored alone."""
+    scores, start = {}, 0
+    for name, lines in parts:
+        s = peer.score_lines(hyps[start:start + lines], refs[start:start + lines])
+        scores[name], start = [s["bleu"], s["chrf"]], start + lines
+    assert start == len(refs), (start, len(refs))
+    return scores
 
 
 def run_one(lang: str, size: int, system: str, seed: int, corpus: Path, args) -> dict:
@@ -450,16 +503,26 @@ NOT_RUN = "\n\n·: not run (auto chose that value itself, or --knobs left it out
 
 
 def table(results: list[dict]) -> str:
-    rows = ["| corpus | system | test BLEU (mean; seeds) | test chrF (mean) | settings |",
-            "|---|---|---:|---:|---|"]
+    """Test BLEU and chrF per corpus and system, over its seeds; where a mixed corpus was run
+    (--domain both), a column of each domain's test BLEU / chrF alone (means)."""
+    mixed = any("test_by_domain" in r for r in results)
+    rows = ["| corpus | system | test BLEU (mean; seeds) | test chrF (mean) | "
+            + ("each domain's test BLEU / chrF | " if mixed else "") + "settings |",
+            "|---|---|---:|---:|" + ("---|" if mixed else "") + "---|"]
     keys = sorted({(corpus_of(r), r["system"]) for r in results if r["system"] in SYSTEMS},
                   key=lambda k: (k[0], SYSTEMS.index(k[1])))
     for key, system in keys:
         mine = [r for r in results if (corpus_of(r), r["system"]) == (key, system)]
         bleu = [r["bleu"] for r in mine]
+        parts = ""
+        if mixed:
+            names = dict.fromkeys(n for r in mine for n in r.get("test_by_domain", {}))
+            parts = ", ".join(
+                f"{n}: " + " / ".join(f"{statistics.mean(r['test_by_domain'][n][i] for r in mine):.1f}"
+                                       for i in (0, 1)) for n in names) + " | "
         rows.append(f"| {label(key)} | {system} | {statistics.mean(bleu):.1f} "
                     f"({', '.join(f'{b:.1f}' for b in bleu)}) | "
-                    f"{statistics.mean(r['chrf'] for r in mine):.1f} | {mine[0]['settings']} |")
+                    f"{statistics.mean(r['chrf'] for r in mine):.1f} | {parts}{mine[0]['settings']} |")
     return "\n".join(rows)
 
 
@@ -474,7 +537,9 @@ def main(argv: list[str] | None = None) -> list[dict]:
     p.add_argument("--systems", nargs="+", choices=SYSTEMS, default=list(SYSTEMS))
     p.add_argument("--domain", choices=list(CORPUS_OF), default="gettext",
                    help="gettext: the OS's UI messages (default); debian: Debian's package "
-                        "descriptions, prose (fetched once from the Debian mirror)")
+                        "descriptions, prose (fetched once from the Debian mirror); both: the "
+                        "two mixed (82.0k en-de, 111.6k en-fr pairs), each domain's test "
+                        "scored alone too")
     p.add_argument("--work", default="runs/small-data", help="corpora, models, results")
     p.add_argument("--jobs", type=int, default=1,
                    help="runs at a time, each on --threads threads (default 1); e.g. --jobs 2 "

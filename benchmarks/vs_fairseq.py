@@ -393,6 +393,11 @@ def score(hyp: Path, ref: Path) -> dict:
     hyps = hyp.read_text(encoding="utf-8").splitlines()
     refs = ref.read_text(encoding="utf-8").splitlines()
     assert len(hyps) == len(refs), (hyp, len(hyps), len(refs))
+    return score_lines(hyps, refs)
+
+
+def score_lines(hyps: list[str], refs: list[str]) -> dict:
+    """score's figures of hypotheses and references given as lines."""
     bleu, chrf = sacrebleu.metrics.BLEU(), sacrebleu.metrics.CHRF()
     return {"bleu": round(bleu.corpus_score(hyps, [refs]).score, 2),
             "chrf": round(chrf.corpus_score(hyps, [refs]).score, 2),

@@ -76,6 +76,41 @@ def test_a_second_domain_gets_rows_of_its_own(small_data):
                     "| en-de 5,000 (debian) | auto | 20.0 (20.0) | 40.0 | s |"]
 
 
+def test_the_mixed_corpus_holds_no_held_out_source_of_either_domain(small_data):
+    gettext = {"train": [("Open", "Öffnen"), ("Save", "Speichern"), ("Quit", "Beenden")],
+               "valid": [("Close", "Schließen"), ("Help", "Hilfe")],
+               "test": [("Print", "Drucken")]}
+    debian = {"train": [("A tool.", "Ein Werkzeug."), ("Print", "Drucke"), ("Help", "Hilfe")],
+              "valid": [("Fast.", "Schnell.")],
+              "test": [("Small.", "Klein."), ("Save", "Sichern")]}
+    splits, parts = small_data.mixed_splits(gettext, debian)
+    # "Save" is a Debian test source, "Print" a gettext test source, "Help" a gettext dev one
+    assert splits["train"] == [("Open", "Öffnen"), ("Quit", "Beenden"), ("A tool.", "Ein Werkzeug.")]
+    assert splits["valid"] == [("Close", "Schließen"), ("Fast.", "Schnell."), ("Help", "Hilfe")]
+    assert splits["test"] == [("Print", "Drucken"), ("Small.", "Klein."), ("Save", "Sichern")]
+    assert parts == [["gettext", 1], ["debian-descriptions", 2]]
+    # a short test (--quick) takes half of it from each domain
+    splits, parts = small_data.mixed_splits(gettext, debian, test_lines=2)
+    assert splits["test"] == [("Print", "Drucken"), ("Small.", "Klein.")]
+    assert parts == [["gettext", 1], ["debian-descriptions", 1]]
+
+
+def test_each_domain_of_a_mixed_test_split_is_scored_alone(small_data):
+    refs = ["das ist ein Haus", "ein kleines Haus hier", "es ist gut so", "alles ist gut hier"]
+    hyps = ["das ist ein Haus", "ein kleines Haus hier", "nichts", "nichts"]
+    scores = small_data.by_part(hyps, refs, [["gettext", 2], ["debian-descriptions", 2]])
+    assert scores["gettext"][0] == 100.0 and scores["debian-descriptions"][0] == 0.0
+    with pytest.raises(AssertionError):  # parts that do not cover the split are an error
+        small_data.by_part(hyps, refs, [["gettext", 2]])
+    results = [{"lang": "de", "size": 80000, "system": "auto", "seed": s, "bleu": b,
+                "chrf": 50.0, "settings": "s", "domain": "both",
+                "test_by_domain": {"gettext": [b + 10, 60.0], "debian-descriptions": [b - 10, 40.0]}}
+               for s, b in ((0, 30.0), (1, 32.0))]
+    assert small_data.table(results).splitlines()[2] == (
+        "| en-de 80,000 (both) | auto | 31.0 (30.0, 32.0) | 50.0 | gettext: 41.0 / 60.0, "
+        "debian-descriptions: 21.0 / 40.0 | s |")
+
+
 def test_the_averages_table_puts_each_run_beside_its_last_checkpoints_averaged(small_data):
     results = [{"lang": "de", "size": 5000, "system": "auto", "seed": 0, "dev_bleu": 20.0,
                 "dev_chrf": 40.0, "dev_last2": [21.04, 41.0]},
