@@ -2,7 +2,7 @@
 
 Corpora: the OS's gettext catalogs, English -> each of --langs (de, fr, es by default), cut to
 --sizes training pairs (5k, 20k, 40k: nested, from one seeded shuffle of the training split; 80k
-is not offered: the largest pair here, en-fr, has 54.8k). Each keeps gettext's own dev split
+only with --domain both, below: gettext's largest pair, en-fr, has 54.8k). Each keeps gettext's own dev split
 (its first 500 pairs: what the runs validate on) and test split (scored once, at the end; no
 choice reads it: auto reads the training split alone). `--domain debian` cuts them from a second
 domain instead: Debian's package descriptions and their human translations (prose, not UI
