@@ -2,16 +2,17 @@
 
 Corpora: the OS's gettext catalogs, English -> each of --langs (de, fr, es by default), cut to
 --sizes training pairs (5k, 20k, 40k: nested, from one seeded shuffle of the training split; 80k
-only with --domain both, below: gettext's largest pair, en-fr, has 54.8k). Each keeps gettext's own dev split
-(its first 500 pairs: what the runs validate on) and test split (scored once, at the end; no
-choice reads it: auto reads the training split alone). `--domain debian` cuts them from a second
-domain instead: Debian's package descriptions and their human translations (prose, not UI
-strings; aiayn.data.debian_descriptions: 40.9k en-de and 56.7k en-fr training pairs), fetched
-once from the Debian mirror; its folders and results are named debian-LANG-SIZE... `--domain
-both` mixes the two (82.0k en-de and 111.6k en-fr training pairs: the 80k cut), as a user whose
-corpus is UI strings and documentation together: every gettext and Debian training pair whose
-source is not a dev or test source of either, the two dev splits interleaved, the two test splits
-one after the other, each also scored alone (the result's test_by_domain).
+only with --domain both, below: gettext's largest pair, en-fr, has 54.8k). Each keeps gettext's
+own dev split (its first 500 pairs: what the runs validate on) and test split (scored once, at
+the end; no choice reads it: auto reads the training split alone). `--domain debian` cuts them
+from a second domain instead: Debian's package descriptions and their human translations
+(prose, not UI strings; aiayn.data.debian_descriptions: 40.9k en-de and 56.7k en-fr training
+pairs), fetched once from the Debian mirror; its folders and results are named
+debian-LANG-SIZE... `--domain both` mixes the two (82.0k en-de and 111.6k en-fr training pairs:
+the 80k cut), as a user whose corpus is UI strings and documentation together: every gettext and
+Debian training pair whose source is not a dev or test source of either, the two dev splits
+interleaved, the two test splits one after the other, each also scored alone (the result's
+test_by_domain).
 
 Systems, each for --minutes of training on --threads threads, per seed:
   auto           `aiayn train auto --corpus DIR --minutes M` (aiayn/training/auto_recipe.py)
@@ -189,9 +190,8 @@ def cut_corpora(work: Path, lang: str, sizes: list[int], test_lines: int | None,
         return folders
     meta = {"corpus": CORPUS_OF[domain], "src_lang": "en", "tgt_lang": lang}
     if domain == "both":
-        (gettext, _), (debian, params) = domain_splits("gettext", lang), domain_splits("debian", lang)
-        splits, parts = mixed_splits(gettext, debian, test_lines)
-        meta["test_parts"] = parts
+        (gettext, _), (debian, params) = (domain_splits(d, lang) for d in ("gettext", "debian"))
+        splits, meta["test_parts"] = mixed_splits(gettext, debian, test_lines)
     else:
         splits, params = domain_splits(domain, lang)
         if test_lines:
@@ -236,8 +236,8 @@ def mixed_splits(gettext: dict, debian: dict, test_lines: int | None = None
     n = min(len(gettext["valid"]), len(debian["valid"]))
     valid += gettext["valid"][n:] + debian["valid"][n:]
     tests = [s["test"][:test_lines // 2] if test_lines else s["test"] for s in (gettext, debian)]
-    return ({"train": train, "valid": valid, "test": tests[0] + tests[1]},
-            [[CORPUS_OF[d], len(test)] for d, test in zip(("gettext", "debian"), tests, strict=True)])
+    parts = [[CORPUS_OF[d], len(test)] for d, test in zip(("gettext", "debian"), tests, strict=True)]
+    return {"train": train, "valid": valid, "test": tests[0] + tests[1]}, parts
 
 
 def train_aiayn(system: str, corpus: Path, out: Path, seed: int, args) -> str:
@@ -514,16 +514,22 @@ def table(results: list[dict]) -> str:
     for key, system in keys:
         mine = [r for r in results if (corpus_of(r), r["system"]) == (key, system)]
         bleu = [r["bleu"] for r in mine]
-        parts = ""
-        if mixed:
-            names = dict.fromkeys(n for r in mine for n in r.get("test_by_domain", {}))
-            parts = ", ".join(
-                f"{n}: " + " / ".join(f"{statistics.mean(r['test_by_domain'][n][i] for r in mine):.1f}"
-                                       for i in (0, 1)) for n in names) + " | "
+        parts = f"{by_domain(mine)} | " if mixed else ""
         rows.append(f"| {label(key)} | {system} | {statistics.mean(bleu):.1f} "
                     f"({', '.join(f'{b:.1f}' for b in bleu)}) | "
-                    f"{statistics.mean(r['chrf'] for r in mine):.1f} | {parts}{mine[0]['settings']} |")
+                    f"{statistics.mean(r['chrf'] for r in mine):.1f} | {parts}"
+                    f"{mine[0]['settings']} |")
     return "\n".join(rows)
+
+
+def by_domain(results: list[dict]) -> str:
+    """"CORPUS: BLEU / chrF, ..." of each domain's test alone, means over the results' seeds."""
+    scores: dict[str, list] = {}
+    for r in results:
+        for name, pair in r.get("test_by_domain", {}).items():
+            scores.setdefault(name, []).append(pair)
+    return ", ".join(f"{name}: {statistics.mean(b for b, _ in s):.1f} / "
+                     f"{statistics.mean(c for _, c in s):.1f}" for name, s in scores.items())
 
 
 def main(argv: list[str] | None = None) -> list[dict]:
