@@ -108,8 +108,8 @@ LABEL_SMOOTHING = 0.1  # §5.4; Table 3's (D) rows: 0 or 0.2 change < 0.5 BLEU
 # +0.2); with pre-norm it gained only +0.4 at 20k. "xs" gets 2.8e-3 by the d^-0.5 rule: at 5
 # minutes it trains (RESULTS.md, 2026-11-30), not compared with 1.4e-3. At 80k pairs (gettext
 # and Debian mixed, ~4.5 passes), where auto's choice is gettext-small's but for the schedule
-# (2e-3 / 250 warmup against 1e-3 / 400), test BLEU +2.0 at the same updates (35.4 vs 33.4,
-# seed 0; RESULTS.md, 2026-12-07, a later session). Unmeasured: the longer
+# (2e-3 / 250 warmup against 1e-3 / 400), test BLEU +2.3 at the same updates over two seeds
+# (35.9 vs 33.5; seed 0 +2.0, seed 1 +2.7; RESULTS.md, 2026-12-07). Unmeasured: the longer
 # runs a GPU's hour buys (at 4,000 warmup updates §5.3's formula peaks at 1e-3).
 LR_AT_256 = 2e-3
 # Warmup: 7% of the expected updates (100-4,000): gettext-small's 400 were 6.4% of the 6,253
