@@ -145,6 +145,11 @@ VARIANTS = {**{f"dropout-{p}": plain_dropout(p) for p in (0.2, 0.3)},
             # brought the rate to a third to a quarter of its peak by then; rule 5 took it (the
             # knob is then auto's own choice at d_model 256, and skipped)
             "lr-2x": (["train.lr=2e-3"], lambda r: r.train["lr"] == 2e-3),
+            # at 80k pairs, ~4 passes in an hour, where both recipes were still learning when it
+            # ended and the schedule alone made auto's lead (+1.9 to +2.7, RESULTS.md
+            # 2026-12-07): a higher peak still, beside the cosine above (which did not gain at
+            # 20k's ~50 passes, an over-fitting regime this one is not)
+            "lr-0.003": (["train.lr=0.003"], lambda r: r.train["lr"] == 0.003),
             "bpe-dropout+cosine": (["data.bpe_dropout=0.1", "train.lr_schedule=cosine"],
                                    lambda r: False),
             # at 5k pairs, where the regularisers above moved dev BLEU within the seed's noise:
