@@ -146,7 +146,7 @@ VARIANTS = {**{f"dropout-{p}": plain_dropout(p) for p in (0.2, 0.3)},
             # knob is then auto's own choice at d_model 256, and skipped)
             "lr-2x": (["train.lr=2e-3"], lambda r: r.train["lr"] == 2e-3),
             # at 80k pairs, ~4 passes in an hour, where both recipes were still learning when it
-            # ended and the schedule alone made auto's lead (+1.9 to +2.7, RESULTS.md
+            # ended and the schedule alone made auto's lead (+1.8 to +2.7, RESULTS.md
             # 2026-12-07): a higher peak still, beside the cosine above (which did not gain at
             # 20k's ~50 passes, an over-fitting regime this one is not)
             "lr-0.003": (["train.lr=0.003"], lambda r: r.train["lr"] == 0.003),
