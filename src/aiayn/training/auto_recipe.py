@@ -110,9 +110,11 @@ LABEL_SMOOTHING = 0.1  # §5.4; Table 3's (D) rows: 0 or 0.2 change < 0.5 BLEU
 # and Debian mixed, ~4.5 passes), where auto's choice is gettext-small's but for the schedule
 # (2e-3 / 250 warmup against 1e-3 / 400), test BLEU +2.3 at the same updates over two seeds
 # (35.9 vs 33.5; seed 0 +2.0, seed 1 +2.7; RESULTS.md, 2026-12-07); on en-fr +1.9 (41.3 vs
-# 39.4; +1.9 and +1.8). Both recipes were still learning when those hours ended. Unmeasured: a
-# higher peak there (3e-3), and the longer runs a GPU's hour buys (at 4,000 warmup updates
-# §5.3's formula peaks at 1e-3).
+# 39.4; +1.9 and +1.8). Both recipes were still learning when those hours ended; on en-fr's dev
+# split (seed 0, 2026-12-07) neither a peak of 3e-3 (-1.8 BLEU, behind from the first
+# validation) nor a cosine to 0 at the budget's end (train.lr_schedule=cosine, Li et al. 2020:
+# -0.1; at 20k pairs, rule 3, +0.5 and -0.1) beat this schedule. Unmeasured: the longer runs a
+# GPU's hour buys (at 4,000 warmup updates §5.3's formula peaks at 1e-3).
 LR_AT_256 = 2e-3
 # Warmup: 7% of the expected updates (100-4,000): gettext-small's 400 were 6.4% of the 6,253
 # updates it made in an hour on 20k pairs, auto's 600 7% of 8,291 (RESULTS.md, "Small corpora at
