@@ -151,7 +151,9 @@ VARIANTS = {**{f"dropout-{p}": plain_dropout(p) for p in (0.0, 0.05, 0.2, 0.3)},
             # at 80k pairs, ~4 passes in an hour, where both recipes were still learning when it
             # ended and the schedule alone made auto's lead (+1.8 to +2.7, RESULTS.md
             # 2026-12-07): a higher peak still, beside the cosine above (which did not gain at
-            # 20k's ~50 passes, an over-fitting regime this one is not)
+            # 20k's ~50 passes, an over-fitting regime this one is not); on 80k en-fr's dev split
+            # neither gained (3e-3 -1.8 BLEU, the cosine -0.1; RESULTS.md 2026-12-07, a fifth
+            # session)
             "lr-0.003": (["train.lr=0.003"], lambda r: r.train["lr"] == 0.003),
             "bpe-dropout+cosine": (["data.bpe_dropout=0.1", "train.lr_schedule=cosine"],
                                    lambda r: False),
