@@ -94,7 +94,8 @@ TOKENS_AT_5K, TOKENS_PER_DOUBLING, TOKENS_RANGE = 2000, 500, (1500, 8000)
 # chrF with dropout 0 44.99 / 65.81 and 0.05 44.42 / 66.12 against 0.1's 43.02 / 64.98; greedy
 # validation NLL at the end 1.325 (0, 4,233 updates), 1.281 (0.05, 4,011) and 1.321 (0.1, 4,001).
 # Its test round there (a sixth session, seeds 0 and 1): 41.46 / 65.27 test BLEU / chrF against
-# rule 8's 41.27 / 65.16 (in 7% fewer updates) and gettext-small's 39.42 / 63.84.
+# rule 8's 41.27 / 65.16 (in 7% fewer updates) and gettext-small's 39.42 / 63.84; en-de 80k
+# 35.98 / 61.43 against rule 8's 35.87 / 61.24 and gettext-small's 33.53 / 59.49.
 # At 40k en-de (~15 passes) 0.1 with joins was rule 8's test-round winner; unchanged there.
 # Measured at 60 minutes on 20k pairs (~50 passes; dev BLEU, one seed; RESULTS.md "Small
 # corpora at equal time"): 0.2 scored 39.0, 0.15 37.5, 0.1 37.2, 0.3 with 0.1 in attention and
