@@ -38,6 +38,14 @@ def test_bf16_counts_as_native_with_avx512_bf16_or_amx(tmp_path, flags, native):
     assert devices.cpu_has_bf16(str(tmp_path / "missing")) is False
 
 
+@pytest.mark.parametrize("flags, vnni", [("fpu avx512f avx512_vnni", True), ("fpu avx_vnni avx2", True),
+                                          ("fpu amx_int8 amx_tile", True), ("fpu avx2 fma", False)])
+def test_vnni_read_from_the_cpu_flags(tmp_path, flags, vnni):
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text(f"processor\t: 0\nflags\t\t: {flags}\n\n", encoding="utf-8")
+    assert devices.cpu_has_vnni(str(cpuinfo)) is vnni
+
+
 def test_the_trainer_autocasts_to_the_precision_chosen(monkeypatch, tmp_path):
     monkeypatch.setattr(devices, "cpu_has_bf16", lambda: True)
     model = torch.nn.Linear(2, 2)

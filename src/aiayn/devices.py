@@ -43,15 +43,26 @@ def resolve_device(name: str = "auto") -> str:
     return name
 
 
+def cpu_flags(cpuinfo: str = "/proc/cpuinfo") -> set[str]:
+    """The CPU's feature flags (Linux's cpuinfo; empty where it cannot be read)."""
+    try:
+        with open(cpuinfo, encoding="utf-8") as f:
+            return {flag for line in f if line.startswith("flags")
+                    for flag in line.split(":", 1)[1].split()}
+    except OSError:
+        return set()
+
+
 def cpu_has_bf16(cpuinfo: str = "/proc/cpuinfo") -> bool:
     """Whether this CPU multiplies bf16 matrices in hardware: AVX512-BF16 dot products or Intel
     AMX tiles (Linux's cpuinfo flags). Without either, torch emulates bf16 and it is slower."""
-    try:
-        with open(cpuinfo, encoding="utf-8") as f:
-            return any(line.startswith("flags") and (" avx512_bf16" in line or " amx_bf16" in line)
-                       for line in f)
-    except OSError:
-        return False
+    return bool(cpu_flags(cpuinfo) & {"avx512_bf16", "amx_bf16"})
+
+
+def cpu_has_vnni(cpuinfo: str = "/proc/cpuinfo") -> bool:
+    """Whether this CPU adds int8 products in 32 bits in hardware (AVX512-VNNI, AVX-VNNI or AMX).
+    Without, x86 int8 kernels add pairs of u8 x s8 products in saturating 16 bits."""
+    return bool(cpu_flags(cpuinfo) & {"avx512_vnni", "avx_vnni", "amx_int8"})
 
 
 def resolve_precision(precision: str, device: str) -> tuple[str, str]:

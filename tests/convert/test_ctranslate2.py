@@ -5,11 +5,11 @@ and beam-4 translations are aiayn's; what it cannot express is refused by name."
 
 import json
 import sys
-from pathlib import Path
 
 import pytest
 import torch
 
+from aiayn import devices
 from aiayn.cli import main
 from aiayn.errors import UserError
 from tests.builders import digit_pairs, write_config
@@ -441,20 +441,11 @@ def test_int8_translates_as_float32_does_but_for_a_few_sentences(trained):
     same = sum(a == b for a, b in zip(fp32, int8, strict=True)) / len(TEST_SET)
     fp32_chrf, int8_chrf = (score_translations(h, refs)["chrf"] for h in (fp32, int8))
     assert fp32_chrf > 20, fp32_chrf  # a model that translates something
-    if not cpu_has_vnni():
+    if not devices.cpu_has_vnni():
         assert int8_chrf > fp32_chrf / 2, (int8_chrf, fp32_chrf)
         return
     assert same >= 0.8, same
     assert abs(int8_chrf - fp32_chrf) <= 1.0, (int8_chrf, fp32_chrf)
-
-
-def cpu_has_vnni() -> bool:
-    """Whether this CPU multiplies int8 without 16-bit saturation (Linux: /proc/cpuinfo)."""
-    try:
-        flags = Path("/proc/cpuinfo").read_text().split()
-    except OSError:
-        return True
-    return any(f in flags for f in ("avx512_vnni", "avx_vnni", "amx_int8"))
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
